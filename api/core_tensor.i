@@ -1,0 +1,113 @@
+// Tensor and the tensor-level functions. Host copies go through the Python
+// buffer protocol, so NumPy arrays pass without the NumPy C API.
+
+// A read-only contiguous buffer: numpy arrays, bytes, memoryviews.
+%typemap(in) (const void* src, size_t nbytes) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+  $1 = view.buf;
+  $2 = static_cast<size_t>(view.len);
+}
+%typemap(freearg) (const void* src, size_t nbytes) {
+  if (view$argnum.obj) PyBuffer_Release(&view$argnum);
+}
+// A writable contiguous buffer that receives a tensor's elements.
+%typemap(in) (void* dst, size_t nbytes) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0)
+    SWIG_fail;
+  $1 = view.buf;
+  $2 = static_cast<size_t>(view.len);
+}
+%typemap(freearg) (void* dst, size_t nbytes) {
+  if (view$argnum.obj) PyBuffer_Release(&view$argnum);
+}
+
+
+namespace singa {
+
+enum DataType { kFloat16 = 0, kFloat32 = 1, kInt = 2 };
+
+class Tensor {
+ public:
+  Tensor();
+  Tensor(const std::vector<size_t>& shape, std::shared_ptr<Device> device = nullptr,
+         DataType dtype = kFloat32);
+
+  const std::vector<size_t>& shape() const;
+  size_t shape(size_t i) const;
+  size_t nDim() const;
+  size_t Size() const;
+  size_t MemSize() const;
+  const std::vector<int64_t>& stride() const;
+  size_t offset() const;
+  DataType data_type() const;
+  std::shared_ptr<Device> device() const;
+  bool empty() const;
+  bool IsContiguous() const;
+  bool transpose() const;
+
+  Tensor Reshape(const std::vector<size_t>& shape) const;
+  Tensor Transpose(const std::vector<size_t>& axes) const;
+  Tensor Transpose() const;
+  Tensor Broadcast(const std::vector<size_t>& shape) const;
+  Tensor View(const std::vector<size_t>& shape, const std::vector<int64_t>& strides,
+              size_t offset) const;
+  Tensor Slice(size_t axis, size_t start, size_t stop, size_t step = 1) const;
+  Tensor Contiguous() const;
+  Tensor Clone(std::shared_ptr<Device> device = nullptr) const;
+  Tensor AsType(DataType dtype) const;
+  void ToType(DataType dtype);
+  void ToDevice(std::shared_ptr<Device> device);
+
+  void SetValue(float x);
+  void CopyData(const Tensor& src);
+  void CopyDataFromHostPtr(const void* src, size_t nbytes, size_t elem_offset = 0);
+  void CopyDataToHostPtr(void* dst, size_t nbytes) const;
+
+  void Gaussian(float mean, float std);
+  void Uniform(float low, float high);
+  void Bernoulli(float p);
+  float L1() const;
+  float L2() const;
+};
+
+#define SINGA_UNARY_OP(Name, expr)       \
+  Tensor Name(const Tensor& x);          \
+  void Name##Into(const Tensor& x, Tensor* out);
+#define SINGA_BINARY_OP(Name, expr)                               \
+  Tensor Name(const Tensor& a, const Tensor& b);                  \
+  Tensor Name##Scalar(const Tensor& a, float s);                  \
+  Tensor Scalar##Name(float s, const Tensor& a);                  \
+  void Name##Into(const Tensor& a, const Tensor& b, Tensor* out); \
+  void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
+%include "singa/core/ops.def"
+
+Tensor Clip(const Tensor& x, float low, float high);
+Tensor LeakyReLU(const Tensor& x, float alpha);
+Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+Tensor Sum(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Mean(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Max(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Min(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Argmax(const Tensor& x, int axis, bool keepdims);
+Tensor Argmin(const Tensor& x, int axis, bool keepdims);
+float SumAll(const Tensor& x);
+Tensor SumRows(const Tensor& m);
+Tensor SumColumns(const Tensor& m);
+Tensor SoftMax(const Tensor& x, int axis);
+Tensor LogSoftMax(const Tensor& x, int axis);
+
+void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
+Tensor Mult(const Tensor& a, const Tensor& b);
+Tensor Matmul(const Tensor& a, const Tensor& b);
+void Axpy(float alpha, const Tensor& x, Tensor* y);
+
+Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
+Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);
+Tensor Tile(const Tensor& x, const std::vector<size_t>& reps);
+
+}  // namespace singa
+
+%template(VecTensor) std::vector<singa::Tensor>;

@@ -1,0 +1,137 @@
+// Basic types shared by the core: data types, shapes and Block, the
+// ref-counted owner of one device allocation.
+#ifndef SINGA_CORE_COMMON_H_
+#define SINGA_CORE_COMMON_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "singa/core/error.h"
+
+namespace singa {
+
+enum DataType { kFloat16 = 0, kFloat32 = 1, kInt = 2, kNumDataType = 3 };
+
+using Shape = std::vector<size_t>;
+// Strides are in elements and signed, so views can be described uniformly.
+using Strides = std::vector<int64_t>;
+
+inline size_t SizeOf(DataType t) {
+  switch (t) {
+    case kFloat16:
+      return 2;
+    case kFloat32:
+    case kInt:
+      return 4;
+    default:
+      SINGA_THROW(DtypeError, "unknown dtype code ", static_cast<int>(t));
+  }
+}
+
+inline std::string DataTypeName(DataType t) {
+  switch (t) {
+    case kFloat16:
+      return "float16";
+    case kFloat32:
+      return "float32";
+    case kInt:
+      return "int32";
+    default:
+      return "dtype(" + std::to_string(static_cast<int>(t)) + ")";
+  }
+}
+
+// Number of elements, throwing MemoryError when the product overflows.
+size_t Product(const Shape& shape);
+
+// Row-major strides of a contiguous tensor of this shape.
+Strides ContiguousStrides(const Shape& shape);
+
+namespace lang {
+// Tags that select a backend in the templates of tensor_math.h.
+struct Cpp {};
+struct Cuda {};
+}  // namespace lang
+
+class Device;
+
+// One allocation on one device; freed by the device that made it when the
+// last Tensor holding it goes away.
+class Block {
+ public:
+  Block(void* ptr, size_t size, std::shared_ptr<Device> device)
+      : data_(ptr), size_(size), device_(std::move(device)) {}
+  ~Block();
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  void* mutable_data() { return data_; }
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Device* device() const { return device_.get(); }
+
+ private:
+  void* data_;
+  size_t size_;
+  std::shared_ptr<Device> device_;
+};
+
+// IEEE binary16 <-> binary32 conversion, round to nearest even.
+inline float HalfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise the mantissa
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 |
+             (man & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u)  // inf or nan
+    return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
+  if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504
+  if (absx < 0x38800000u) {                        // result is subnormal
+    if (absx < 0x33000000u) return sign;           // below half the tiniest
+    uint32_t man = (absx & 0x7fffffu) | 0x800000u;
+    int shift = 126 - static_cast<int>(absx >> 23);  // 14..24
+    uint32_t half = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return sign | static_cast<uint16_t>(half);
+  }
+  uint32_t h = ((absx >> 23) - 127 + 15) << 10 | (absx >> 13 & 0x3ffu);
+  uint32_t rem = absx & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+}  // namespace singa
+
+#endif  // SINGA_CORE_COMMON_H_

@@ -1,0 +1,90 @@
+// Devices own memory, run work and hold a random generator. CppCPU runs work
+// synchronously on the calling thread (loops inside spread over OpenMP).
+#ifndef SINGA_CORE_DEVICE_H_
+#define SINGA_CORE_DEVICE_H_
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "singa/core/common.h"
+
+namespace singa {
+
+enum CopyDirection { kHostToHost = 0, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// Per-device state passed to the work run by Exec.
+struct Context {
+  std::mt19937 random_generator;
+};
+
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  virtual ~Device() = default;
+
+  // Allocates size bytes; throws MemoryError naming the size on failure.
+  std::shared_ptr<Block> NewBlock(size_t size);
+  void FreeBlock(void* ptr) { Free(ptr); }
+
+  // Copies nbytes between blocks (either may be host memory when the
+  // direction says so), offsets in bytes.
+  virtual void CopyDataToFrom(void* dst, const void* src, size_t nbytes,
+                              CopyDirection direction) = 0;
+
+  // Runs fn on this device. The blocks name what fn reads and writes so an
+  // asynchronous device can order work; CppCPU runs fn at once.
+  virtual void Exec(const std::function<void(Context*)>& fn,
+                    const std::vector<Block*>& read_blocks,
+                    const std::vector<Block*>& write_blocks);
+  // Waits for all queued work on this device.
+  virtual void Sync() {}
+  void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
+
+  int id() const { return id_; }
+  virtual bool is_host() const { return true; }
+  virtual std::string lang() const { return "cpp"; }
+  // "cpu" for the default CPU device, "cpu:N" for others, "cuda:N" for GPUs.
+  virtual std::string name() const;
+  Context* context() { return &ctx_; }
+
+ protected:
+  explicit Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
+  virtual void* Malloc(size_t size) = 0;
+  virtual void Free(void* ptr) = 0;
+
+  int id_;
+  Context ctx_;
+};
+
+class CppCPU : public Device {
+ public:
+  // Each CppCPU made here is a separate device with a fresh id; tensors on
+  // two of them may not be mixed in one op.
+  CppCPU();
+  explicit CppCPU(int id);
+  void CopyDataToFrom(void* dst, const void* src, size_t nbytes,
+                      CopyDirection direction) override;
+
+ protected:
+  void* Malloc(size_t size) override;
+  void Free(void* ptr) override;
+};
+
+// The process-wide default device (a CppCPU).
+std::shared_ptr<Device> DefaultDevice();
+
+// Threads used by element-wise loops and BLAS.
+void SetNumThreads(int n);
+int GetNumThreads();
+
+// CUDA entry points; without CUDA they throw DeviceError saying so.
+bool HasCuda();
+int GetNumGPUs();
+std::shared_ptr<Device> CreateCudaGPU(int id);
+std::string DeviceQuery(int id);
+
+}  // namespace singa
+
+#endif  // SINGA_CORE_DEVICE_H_

@@ -1,0 +1,150 @@
+// Tensor: shape, strides, offset, dtype and device over a shared Block.
+// Reshape of a contiguous tensor, transpose, broadcast and slicing give views
+// that share the Block; Contiguous() copies only when the layout needs it.
+#ifndef SINGA_CORE_TENSOR_H_
+#define SINGA_CORE_TENSOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "singa/core/common.h"
+#include "singa/core/device.h"
+
+namespace singa {
+
+class Tensor {
+ public:
+  // An empty float32 tensor of shape () without storage on the default device.
+  Tensor();
+  explicit Tensor(const Shape& shape, std::shared_ptr<Device> device = nullptr,
+                  DataType dtype = kFloat32);
+
+  const Shape& shape() const { return shape_; }
+  size_t shape(size_t i) const;
+  size_t nDim() const { return shape_.size(); }
+  size_t Size() const { return Product(shape_); }
+  // Bytes of the tensor's elements (not of the whole Block).
+  size_t MemSize() const { return Size() * SizeOf(dtype_); }
+  const Strides& stride() const { return strides_; }
+  size_t offset() const { return offset_; }
+  DataType data_type() const { return dtype_; }
+  std::shared_ptr<Device> device() const { return device_; }
+  Block* block() const { return block_.get(); }
+  bool empty() const { return block_ == nullptr; }
+  // True when the elements are laid out row-major without gaps.
+  bool IsContiguous() const;
+  // True when the strides are not row-major (a transposed or permuted view).
+  bool transpose() const;
+
+  template <typename T>
+  const T* data() const {
+    return static_cast<const T*>(block_->data()) + offset_;
+  }
+  template <typename T>
+  T* mutable_data() {
+    return static_cast<T*>(block_->mutable_data()) + offset_;
+  }
+
+  // Views (no copy). Reshape copies only when the layout cannot be viewed.
+  Tensor Reshape(const Shape& shape) const;
+  Tensor Transpose(const std::vector<size_t>& axes) const;
+  Tensor Transpose() const;  // reverse all axes
+  Tensor Broadcast(const Shape& shape) const;
+  // A view with explicit shape, strides and offset (elements, from the start
+  // of the Block); checked to stay inside the Block.
+  Tensor View(const Shape& shape, const Strides& strides, size_t offset) const;
+  // Elements [start, stop) with step along one axis, as a view.
+  Tensor Slice(size_t axis, size_t start, size_t stop, size_t step = 1) const;
+
+  Tensor Contiguous() const;
+  Tensor Clone(std::shared_ptr<Device> device = nullptr) const;
+  Tensor AsType(DataType dtype) const;
+  void ToType(DataType dtype);
+  void ToDevice(std::shared_ptr<Device> device);
+
+  void SetValue(float x);
+  // Copies src's values into this tensor (same element count; dtype converted).
+  void CopyData(const Tensor& src);
+  void CopyDataFromHostPtr(const void* src, size_t nbytes, size_t elem_offset = 0);
+  void CopyDataToHostPtr(void* dst, size_t nbytes) const;
+
+  void Gaussian(float mean, float std);
+  void Uniform(float low, float high);
+  void Bernoulli(float p);
+
+  float L1() const;  // mean of |x| (SINGA: the 1-norm divided by the size)
+  float L2() const;  // the 2-norm divided by the size, as in SINGA
+
+ private:
+  friend Tensor MakeView(const Tensor&, const Shape&, const Strides&, size_t);
+  Shape shape_;
+  Strides strides_;
+  size_t offset_ = 0;
+  DataType dtype_ = kFloat32;
+  std::shared_ptr<Device> device_;
+  std::shared_ptr<Block> block_;
+};
+
+// Element-wise ops from ops.def: Abs(x), Add(a, b), AddScalar(a, s) for
+// a + s, ScalarAdd(s, a) for s + a; the Into forms write into out, which
+// must have the broadcast shape (it may be a view).
+#define SINGA_UNARY_OP(Name, expr) \
+  Tensor Name(const Tensor& x);    \
+  void Name##Into(const Tensor& x, Tensor* out);
+#define SINGA_BINARY_OP(Name, expr)                              \
+  Tensor Name(const Tensor& a, const Tensor& b);                 \
+  Tensor Name##Scalar(const Tensor& a, float s);                 \
+  Tensor Scalar##Name(float s, const Tensor& a);                 \
+  void Name##Into(const Tensor& a, const Tensor& b, Tensor* out); \
+  void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
+#include "singa/core/ops.def"
+
+// Shape of a and b broadcast together (ONNX multidirectional rules).
+Shape BroadcastShape(const Shape& a, const Shape& b, const char* op);
+
+Tensor Clip(const Tensor& x, float low, float high);
+Tensor LeakyReLU(const Tensor& x, float alpha);
+// cond ? a : b with broadcasting; cond is nonzero for true.
+Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Reductions over the given axes (all axes when empty).
+Tensor Sum(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Mean(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Max(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+Tensor Min(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+// Index of the largest / smallest element along one axis, as int32.
+Tensor Argmax(const Tensor& x, int axis, bool keepdims);
+Tensor Argmin(const Tensor& x, int axis, bool keepdims);
+float SumAll(const Tensor& x);
+// SINGA names: SumRows(M) adds the rows (result has M's columns),
+// SumColumns(M) adds the columns (result has M's rows).
+Tensor SumRows(const Tensor& m);
+Tensor SumColumns(const Tensor& m);
+// Numerically stable softmax / log-softmax along one axis.
+Tensor SoftMax(const Tensor& x, int axis);
+Tensor LogSoftMax(const Tensor& x, int axis);
+
+// GEMM: alpha * a @ b + beta * c into c; a and b 2-D (transposed views are
+// passed to BLAS without a copy).
+void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
+// a @ b for 1-D or 2-D operands.
+Tensor Mult(const Tensor& a, const Tensor& b);
+// NumPy matmul: batch dimensions broadcast.
+Tensor Matmul(const Tensor& a, const Tensor& b);
+// y += alpha * x.
+void Axpy(float alpha, const Tensor& x, Tensor* y);
+
+Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
+// NumPy repeat: one count for every element, or one count per element.
+Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);
+Tensor Tile(const Tensor& x, const std::vector<size_t>& reps);
+
+// Normalises a possibly negative axis against ndim, or throws IndexError.
+size_t NormAxis(int axis, size_t ndim, const char* op);
+// Throws DeviceError unless all tensors are on the same device.
+void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace singa
+
+#endif  // SINGA_CORE_TENSOR_H_

@@ -1,0 +1,79 @@
+// Internal helpers of tensor*.cc: dtype and language switches, and the
+// checks every op makes before queuing work.
+#ifndef SINGA_SRC_CORE_TENSOR_DISPATCH_H_
+#define SINGA_SRC_CORE_TENSOR_DISPATCH_H_
+
+#include "singa/core/tensor.h"
+#include "tensor_math.h"
+
+namespace singa {
+
+// Runs the statement with T bound to the C++ type of a computing dtype.
+#define SINGA_TYPE_SWITCH(dtype, T, op_name, ...)                         \
+  do {                                                                    \
+    switch (dtype) {                                                      \
+      case kFloat32: {                                                    \
+        using T = float;                                                  \
+        __VA_ARGS__;                                                      \
+        break;                                                            \
+      }                                                                   \
+      case kInt: {                                                        \
+        using T = int32_t;                                                \
+        __VA_ARGS__;                                                      \
+        break;                                                            \
+      }                                                                   \
+      default:                                                            \
+        SINGA_THROW(DtypeError, op_name, ": unsupported dtype ",          \
+                    DataTypeName(dtype));                                 \
+    }                                                                     \
+  } while (0)
+
+#define SINGA_FLOAT_ONLY(dtype, T, op_name, ...)                         \
+  do {                                                                   \
+    SINGA_CHECK(dtype == kFloat32, DtypeError, op_name,                  \
+                ": needs a float32 tensor, got ", DataTypeName(dtype));   \
+    using T = float;                                                     \
+    __VA_ARGS__;                                                         \
+  } while (0)
+
+// Runs the statement with Lang bound to the device's backend tag.
+#ifdef USE_CUDA
+#define SINGA_LANG_SWITCH(device, Lang, ...) \
+  do {                                       \
+    if ((device)->is_host()) {               \
+      using Lang = lang::Cpp;                \
+      __VA_ARGS__;                           \
+    } else {                                 \
+      using Lang = lang::Cuda;               \
+      __VA_ARGS__;                           \
+    }                                        \
+  } while (0)
+#else
+#define SINGA_LANG_SWITCH(device, Lang, ...) \
+  do {                                       \
+    using Lang = lang::Cpp;                  \
+    __VA_ARGS__;                             \
+  } while (0)
+#endif
+
+// Strides of x viewed with shape out_shape (right-aligned broadcasting);
+// broadcast dimensions get stride 0.
+Strides BroadcastStrides(const Tensor& x, const Shape& out_shape,
+                         const char* op);
+
+inline void CheckSameDtype(const char* op, const Tensor& a, const Tensor& b) {
+  SINGA_CHECK(a.data_type() == b.data_type(), DtypeError, op, ": dtypes ",
+              DataTypeName(a.data_type()), " and ",
+              DataTypeName(b.data_type()), " differ (cast one with as_type)");
+}
+
+// True when out and x are the very same elements (safe for in-place
+// element-wise work); false when they share a block in another layout.
+bool SameLayout(const Tensor& x, const Tensor& out);
+// x itself, or a contiguous copy when writing out would overwrite x's
+// elements before they are read.
+Tensor Unaliased(const Tensor& x, const Tensor& out);
+
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_TENSOR_DISPATCH_H_

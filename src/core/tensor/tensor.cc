@@ -1,0 +1,414 @@
+// Tensor class: construction, views, copies, casts and random fills.
+#include "singa/core/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dispatch.h"
+
+namespace singa {
+
+Tensor::Tensor() : device_(DefaultDevice()) {}
+
+Tensor::Tensor(const Shape& shape, std::shared_ptr<Device> device,
+               DataType dtype)
+    : shape_(shape),
+      strides_(ContiguousStrides(shape)),
+      dtype_(dtype),
+      device_(device ? std::move(device) : DefaultDevice()) {
+  SINGA_CHECK(dtype >= 0 && dtype < kNumDataType, DtypeError,
+              "Tensor: unknown dtype code ", static_cast<int>(dtype));
+  block_ = device_->NewBlock(Product(shape_) * SizeOf(dtype_));
+}
+
+size_t Tensor::shape(size_t i) const {
+  SINGA_CHECK(i < shape_.size(), IndexError, "shape: axis ", i,
+              " is out of range for a tensor of shape ", shape_);
+  return shape_[i];
+}
+
+bool Tensor::IsContiguous() const {
+  int64_t expect = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] == 1) continue;
+    if (strides_[i] != expect) return false;
+    expect *= static_cast<int64_t>(shape_[i]);
+  }
+  return true;
+}
+
+bool Tensor::transpose() const {
+  int64_t prev = INT64_MAX;
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (shape_[i] <= 1) continue;
+    if (strides_[i] > prev) return true;
+    prev = strides_[i];
+  }
+  return false;
+}
+
+Tensor MakeView(const Tensor& base, const Shape& shape, const Strides& strides,
+                size_t offset) {
+  Tensor t(base);
+  t.shape_ = shape;
+  t.strides_ = strides;
+  t.offset_ = offset;
+  return t;
+}
+
+Tensor Tensor::View(const Shape& shape, const Strides& strides,
+                    size_t offset) const {
+  SINGA_CHECK(shape.size() == strides.size(), ValueError, "View: shape ",
+              shape, " and strides ", strides, " differ in length");
+  SINGA_CHECK(shape.size() <= 64, ValueError, "View: ", shape.size(),
+              " dimensions is more than the 64 supported");
+  const size_t capacity = block_ ? block_->size() / SizeOf(dtype_) : 0;
+  if (Product(shape) > 0) {
+    int64_t lo = static_cast<int64_t>(offset), hi = lo;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t span = static_cast<int64_t>(shape[i] - 1) * strides[i];
+      (span < 0 ? lo : hi) += span;
+    }
+    SINGA_CHECK(lo >= 0 && hi < static_cast<int64_t>(capacity), IndexError,
+                "View: shape ", shape, " with strides ", strides,
+                " and offset ", offset, " reaches outside storage of ",
+                capacity, " elements");
+  } else {
+    SINGA_CHECK(offset <= capacity, IndexError, "View: offset ", offset,
+                " is past storage of ", capacity, " elements");
+  }
+  return MakeView(*this, shape, strides, offset);
+}
+
+Tensor Tensor::Reshape(const Shape& shape) const {
+  SINGA_CHECK(Product(shape) == Size(), ShapeError,
+              "Reshape: cannot reshape a tensor of shape ", shape_, " (",
+              Size(), " elements) to ", shape, " (", Product(shape),
+              " elements)");
+  if (!IsContiguous()) return Contiguous().Reshape(shape);
+  return MakeView(*this, shape, ContiguousStrides(shape), offset_);
+}
+
+Tensor Tensor::Transpose(const std::vector<size_t>& axes) const {
+  SINGA_CHECK(axes.size() == shape_.size(), ValueError, "Transpose: axes ",
+              axes, " do not match a tensor of shape ", shape_);
+  std::vector<bool> seen(axes.size(), false);
+  Shape shape(axes.size());
+  Strides strides(axes.size());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    SINGA_CHECK(axes[i] < shape_.size(), IndexError, "Transpose: axis ",
+                axes[i], " is out of range for a tensor of shape ", shape_);
+    SINGA_CHECK(!seen[axes[i]], ValueError, "Transpose: axes ", axes,
+                " repeat axis ", axes[i]);
+    seen[axes[i]] = true;
+    shape[i] = shape_[axes[i]];
+    strides[i] = strides_[axes[i]];
+  }
+  return MakeView(*this, shape, strides, offset_);
+}
+
+Tensor Tensor::Transpose() const {
+  std::vector<size_t> axes(shape_.size());
+  for (size_t i = 0; i < axes.size(); ++i) axes[i] = axes.size() - 1 - i;
+  return Transpose(axes);
+}
+
+Tensor Tensor::Broadcast(const Shape& shape) const {
+  return MakeView(*this, shape, BroadcastStrides(*this, shape, "broadcast_to"),
+                  offset_);
+}
+
+Tensor Tensor::Slice(size_t axis, size_t start, size_t stop,
+                     size_t step) const {
+  SINGA_CHECK(axis < shape_.size(), IndexError, "Slice: axis ", axis,
+              " is out of range for a tensor of shape ", shape_);
+  SINGA_CHECK(step >= 1, ValueError, "Slice: step must be positive, got ", step);
+  stop = std::min(stop, shape_[axis]);
+  start = std::min(start, stop);
+  Shape shape = shape_;
+  Strides strides = strides_;
+  shape[axis] = (stop - start + step - 1) / step;
+  strides[axis] *= static_cast<int64_t>(step);
+  return MakeView(*this, shape, strides,
+                  offset_ + start * static_cast<size_t>(strides_[axis]));
+}
+
+Tensor Tensor::Contiguous() const {
+  if (IsContiguous()) return *this;
+  Tensor out(shape_, device_, dtype_);
+  out.CopyData(*this);
+  return out;
+}
+
+Tensor Tensor::Clone(std::shared_ptr<Device> device) const {
+  Tensor out(shape_, device ? device : device_, dtype_);
+  out.CopyData(*this);
+  return out;
+}
+
+namespace {
+// Converts x (any layout) into out (any layout, same shape, any dtype).
+void CastInto(const Tensor& x, Tensor* out) {
+  if (x.Size() == 0) return;
+  Tensor src = Unaliased(x, *out);
+  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &src.stride()});
+  auto run = [&](auto in_tag) {
+    using TI = decltype(in_tag);
+    const TI* xp = src.data<TI>();
+    switch (out->data_type()) {
+      case kFloat16:
+        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<Half>());
+        break;
+      case kFloat32:
+        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<float>());
+        break;
+      default:
+        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<int32_t>());
+    }
+  };
+  out->device()->Exec(
+      [&](Context*) {
+        switch (src.data_type()) {
+          case kFloat16:
+            run(Half{});
+            break;
+          case kFloat32:
+            run(float{});
+            break;
+          default:
+            run(int32_t{});
+        }
+      },
+      {src.block()}, {out->block()});
+}
+}  // namespace
+
+void Tensor::CopyData(const Tensor& src) {
+  SINGA_CHECK(src.Size() == Size(), ShapeError, "copy_data: source of shape ",
+              src.shape(), " (", src.Size(), " elements) does not fit shape ",
+              shape_, " (", Size(), " elements)");
+  SINGA_CHECK(device_->is_host() && src.device_->is_host(), DeviceError,
+              "copy_data: copies between ", src.device_->name(), " and ",
+              device_->name(), " are not supported by this build");
+  Tensor s = src.shape() == shape_ ? src : src.Reshape(shape_);
+  CastInto(s, this);
+}
+
+Tensor Tensor::AsType(DataType dtype) const {
+  Tensor out(shape_, device_, dtype);
+  out.CopyData(*this);
+  return out;
+}
+
+void Tensor::ToType(DataType dtype) {
+  if (dtype != dtype_) *this = AsType(dtype);
+}
+
+void Tensor::ToDevice(std::shared_ptr<Device> device) {
+  if (!device) device = DefaultDevice();
+  if (device == device_) return;
+  *this = Clone(device);
+}
+
+void Tensor::SetValue(float x) {
+  if (Size() == 0) return;
+  ElemSpace sp = MakeElemSpace(shape_, {&strides_});
+  device_->Exec(
+      [&](Context*) {
+        switch (dtype_) {
+          case kFloat16:
+            Math<lang::Cpp>::Fill(sp, Half{FloatToHalf(x)}, mutable_data<Half>());
+            break;
+          case kFloat32:
+            Math<lang::Cpp>::Fill(sp, x, mutable_data<float>());
+            break;
+          default:
+            Math<lang::Cpp>::Fill(sp, static_cast<int32_t>(x),
+                                  mutable_data<int32_t>());
+        }
+      },
+      {}, {block()});
+}
+
+void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
+                                 size_t elem_offset) {
+  const size_t es = SizeOf(dtype_);
+  SINGA_CHECK(nbytes % es == 0, ValueError, "copy_from_numpy: ", nbytes,
+              " bytes is not a whole number of ", DataTypeName(dtype_),
+              " elements");
+  SINGA_CHECK(elem_offset + nbytes / es <= Size(), ValueError,
+              "copy_from_numpy: ", nbytes / es, " elements at offset ",
+              elem_offset, " do not fit a tensor of shape ", shape_);
+  if (nbytes == 0) return;
+  if (IsContiguous()) {
+    device_->CopyDataToFrom(mutable_data<char>() + elem_offset * es, src,
+                            nbytes, kHostToDevice);
+  } else {
+    Tensor tmp = Contiguous().Clone();
+    tmp.CopyDataFromHostPtr(src, nbytes, elem_offset);
+    CopyData(tmp);
+  }
+}
+
+void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
+  SINGA_CHECK(nbytes == MemSize(), ValueError, "to_numpy: buffer of ", nbytes,
+              " bytes does not match a tensor of ", MemSize(), " bytes");
+  if (nbytes == 0) return;
+  Tensor c = Contiguous();
+  device_->Sync();
+  device_->CopyDataToFrom(dst, c.data<char>(), nbytes, kDeviceToHost);
+}
+
+namespace {
+template <typename Fill>
+void RandomFill(Tensor* t, Fill fill) {
+  if (t->Size() == 0) return;
+  if (t->data_type() == kFloat32 && t->IsContiguous()) {
+    t->device()->Exec([&](Context* ctx) { fill(t->mutable_data<float>(), ctx); },
+                      {}, {t->block()});
+    return;
+  }
+  Tensor tmp(t->shape(), t->device(), kFloat32);
+  RandomFill(&tmp, fill);
+  t->CopyData(tmp);
+}
+}  // namespace
+
+void Tensor::Gaussian(float mean, float std) {
+  SINGA_CHECK(std > 0 && std::isfinite(std) && std::isfinite(mean), ValueError,
+              "gaussian: need a finite mean and a positive std, got mean ",
+              mean, " std ", std);
+  const int64_t n = static_cast<int64_t>(Size());
+  RandomFill(this, [&](float* p, Context* ctx) {
+    Math<lang::Cpp>::Gaussian(n, mean, std, p, ctx);
+  });
+}
+
+void Tensor::Uniform(float low, float high) {
+  SINGA_CHECK(low <= high && std::isfinite(low) && std::isfinite(high),
+              ValueError, "uniform: need finite low <= high, got ", low, " and ",
+              high);
+  const int64_t n = static_cast<int64_t>(Size());
+  RandomFill(this, [&](float* p, Context* ctx) {
+    Math<lang::Cpp>::Uniform(n, low, high, p, ctx);
+  });
+}
+
+void Tensor::Bernoulli(float p) {
+  SINGA_CHECK(p >= 0 && p <= 1, ValueError,
+              "bernoulli: probability must be in [0, 1], got ", p);
+  const int64_t n = static_cast<int64_t>(Size());
+  RandomFill(this, [&](float* y, Context* ctx) {
+    Math<lang::Cpp>::Bernoulli(n, p, y, ctx);
+  });
+}
+
+float Tensor::L1() const {
+  Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
+  return Size() ? SumAll(Abs(f)) / static_cast<float>(Size()) : 0.f;
+}
+
+float Tensor::L2() const {
+  Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
+  return Size() ? std::sqrt(SumAll(Square(f))) / static_cast<float>(Size())
+                : 0.f;
+}
+
+// ---- helpers shared by the op files ----
+
+Strides BroadcastStrides(const Tensor& x, const Shape& out_shape,
+                         const char* op) {
+  const Shape& xs = x.shape();
+  SINGA_CHECK(xs.size() <= out_shape.size(), ShapeError, op, ": shape ", xs,
+              " cannot be broadcast to ", out_shape);
+  Strides s(out_shape.size(), 0);
+  const size_t lead = out_shape.size() - xs.size();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] == out_shape[lead + i]) {
+      s[lead + i] = x.stride()[i];
+    } else {
+      SINGA_CHECK(xs[i] == 1, ShapeError, op, ": shape ", xs,
+                  " cannot be broadcast to ", out_shape);
+    }
+  }
+  return s;
+}
+
+Shape BroadcastShape(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    size_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    SINGA_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes ", a,
+                " and ", b, " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+ElemSpace MakeElemSpace(const Shape& out_shape,
+                        const std::vector<const Strides*>& strides) {
+  ElemSpace sp;
+  sp.nops = static_cast<int>(strides.size());
+  sp.size = static_cast<int64_t>(Product(out_shape));
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> st(strides.size());
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (out_shape[d] == 1) continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; merge && k < strides.size(); ++k)
+      merge = st[k].back() == (*strides[k])[d] * static_cast<int64_t>(out_shape[d]);
+    if (merge) {
+      shape.back() *= static_cast<int64_t>(out_shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
+    } else {
+      shape.push_back(static_cast<int64_t>(out_shape[d]));
+      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
+    }
+  }
+  if (shape.empty()) {  // a single element
+    shape.push_back(1);
+    for (auto& s : st) s.push_back(1);
+  }
+  SINGA_CHECK(shape.size() <= static_cast<size_t>(kMaxElemDims), ValueError,
+              "element-wise op: shape ", out_shape, " with this layout needs ",
+              shape.size(), " loop dimensions, more than the ", kMaxElemDims,
+              " supported; call contiguous() first");
+  sp.ndim = static_cast<int>(shape.size());
+  for (int d = 0; d < sp.ndim; ++d) {
+    sp.shape[d] = shape[d];
+    for (int k = 0; k < sp.nops; ++k) sp.stride[k][d] = st[k][d];
+  }
+  return sp;
+}
+
+bool SameLayout(const Tensor& x, const Tensor& out) {
+  if (x.block() != out.block()) return true;
+  if (x.offset() != out.offset() || x.shape() != out.shape()) return false;
+  for (size_t i = 0; i < x.nDim(); ++i)
+    if (x.shape()[i] > 1 && x.stride()[i] != out.stride()[i]) return false;
+  return true;
+}
+
+Tensor Unaliased(const Tensor& x, const Tensor& out) {
+  if (SameLayout(x, out)) return x;
+  Tensor copy(x.shape(), x.device(), x.data_type());
+  copy.CopyData(x);
+  return copy;
+}
+
+size_t NormAxis(int axis, size_t ndim, const char* op) {
+  const int n = static_cast<int>(ndim);
+  SINGA_CHECK(axis >= -n && axis < n, IndexError, op, ": axis ", axis,
+              " is out of range for ", ndim, " dimensions");
+  return static_cast<size_t>(axis < 0 ? axis + n : axis);
+}
+
+void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
+  SINGA_CHECK(a.device() == b.device(), DeviceError, op,
+              ": tensors are on different devices, ", a.device()->name(),
+              " and ", b.device()->name(), " (move one with to_device)");
+}
+
+}  // namespace singa

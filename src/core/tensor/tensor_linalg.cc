@@ -1,0 +1,271 @@
+// GEMM, batched matmul, axpy, and the copying ops concat, repeat and tile.
+#include <algorithm>
+
+#include "dispatch.h"
+
+namespace singa {
+
+namespace {
+
+// How BLAS can read a 2-D strided view without a copy: row-major with a
+// leading dimension, or transposed. False when neither fits.
+struct GemmView {
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+bool AsGemmView(int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                GemmView* v) {
+  if (rows <= 1) s0 = std::max<int64_t>(cols, 1);
+  if (cols <= 1) s1 = 1;
+  if (s1 == 1 && s0 >= std::max<int64_t>(cols, 1)) {
+    *v = {false, s0};
+    return true;
+  }
+  if (cols > 1 && rows <= 1) return false;
+  if (s0 == 1 && s1 >= std::max<int64_t>(rows, 1)) {
+    *v = {true, s1};
+    return true;
+  }
+  return false;
+}
+
+// Returns x or a contiguous copy, and how BLAS should read its last two axes.
+Tensor GemmOperand(const Tensor& x, GemmView* v) {
+  const size_t nd = x.nDim();
+  int64_t r = x.shape()[nd - 2], c = x.shape()[nd - 1];
+  if (AsGemmView(r, c, x.stride()[nd - 2], x.stride()[nd - 1], v)) return x;
+  Tensor y = x.Contiguous();
+  *v = {false, std::max<int64_t>(c, 1)};
+  return y;
+}
+
+void CheckMatmulOperands(const char* name, const Tensor& a, const Tensor& b) {
+  CheckSameDevice(name, a, b);
+  CheckSameDtype(name, a, b);
+  SINGA_CHECK(a.data_type() != kFloat16, DtypeError, name,
+              ": float16 tensors are stored only; cast to float32 first");
+}
+
+}  // namespace
+
+void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) {
+  const char* name = "Mult";
+  CheckMatmulOperands(name, a, b);
+  CheckSameDevice(name, a, *c);
+  CheckSameDtype(name, a, *c);
+  SINGA_CHECK(a.nDim() == 2 && b.nDim() == 2 && c->nDim() == 2, ShapeError,
+              name, ": needs matrices, got shapes ", a.shape(), ", ",
+              b.shape(), " and ", c->shape());
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  SINGA_CHECK(b.shape()[0] == static_cast<size_t>(k), ShapeError, name,
+              ": shapes ", a.shape(), " and ", b.shape(),
+              " cannot be multiplied (", k, " != ", b.shape()[0], ")");
+  SINGA_CHECK(c->shape() == Shape({size_t(m), size_t(n)}), ShapeError, name,
+              ": output of shape ", c->shape(), " should be ",
+              Shape({size_t(m), size_t(n)}));
+  if (m == 0 || n == 0) return;
+  GemmView va, vb, vc;
+  Tensor ta = GemmOperand(a, &va), tb = GemmOperand(b, &vb);
+  if (c->stride()[1] != 1 && n > 1) {
+    Tensor tmp = c->Clone();
+    Mult(alpha, a, b, beta, &tmp);
+    c->CopyData(tmp);
+    return;
+  }
+  AsGemmView(m, n, c->stride()[0], 1, &vc);
+  if (k == 0) {
+    if (beta == 0.f)
+      c->SetValue(0.f);
+    else
+      MulScalarInto(*c, beta, c);
+    return;
+  }
+  SINGA_LANG_SWITCH(c->device(), Lang, c->device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(c->data_type(), T, name,
+                          Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, alpha,
+                                           ta.data<T>(), va.ld, tb.data<T>(),
+                                           vb.ld, beta, c->mutable_data<T>(),
+                                           vc.ld));
+      },
+      {ta.block(), tb.block(), c->block()}, {c->block()}));
+}
+
+Tensor Mult(const Tensor& a, const Tensor& b) {
+  const char* name = "Mult";
+  CheckMatmulOperands(name, a, b);
+  SINGA_CHECK(a.nDim() >= 1 && a.nDim() <= 2 && b.nDim() >= 1 && b.nDim() <= 2,
+              ShapeError, name, ": needs 1-D or 2-D operands, got shapes ",
+              a.shape(), " and ", b.shape(), " (use matmul for batches)");
+  Tensor a2 = a.nDim() == 1 ? a.Reshape({1, a.shape()[0]}) : a;
+  Tensor b2 = b.nDim() == 1 ? b.Reshape({b.shape()[0], 1}) : b;
+  SINGA_CHECK(a2.shape()[1] == b2.shape()[0], ShapeError, name, ": shapes ",
+              a.shape(), " and ", b.shape(), " cannot be multiplied (",
+              a2.shape()[1], " != ", b2.shape()[0], ")");
+  Tensor c({a2.shape()[0], b2.shape()[1]}, a.device(), a.data_type());
+  Mult(1.f, a2, b2, 0.f, &c);
+  Shape out;
+  if (a.nDim() == 2) out.push_back(a.shape()[0]);
+  if (b.nDim() == 2) out.push_back(b.shape()[1]);
+  return c.Reshape(out);
+}
+
+Tensor Matmul(const Tensor& a, const Tensor& b) {
+  const char* name = "Matmul";
+  CheckMatmulOperands(name, a, b);
+  SINGA_CHECK(a.nDim() >= 1 && b.nDim() >= 1, ShapeError, name,
+              ": operands need at least one dimension, got shapes ", a.shape(),
+              " and ", b.shape());
+  if (a.nDim() <= 2 && b.nDim() <= 2) return Mult(a, b);
+  Tensor a2 = a.nDim() == 1 ? a.Reshape({1, a.shape()[0]}) : a;
+  Tensor b2 = b.nDim() == 1 ? b.Reshape({b.shape()[0], 1}) : b;
+  const size_t na = a2.nDim(), nb = b2.nDim();
+  const int64_t m = a2.shape()[na - 2], k = a2.shape()[na - 1],
+                n = b2.shape()[nb - 1];
+  SINGA_CHECK(b2.shape()[nb - 2] == static_cast<size_t>(k), ShapeError, name,
+              ": shapes ", a.shape(), " and ", b.shape(),
+              " cannot be multiplied (", k, " != ", b2.shape()[nb - 2], ")");
+  Shape batch_a(a2.shape().begin(), a2.shape().end() - 2);
+  Shape batch_b(b2.shape().begin(), b2.shape().end() - 2);
+  Shape batch = BroadcastShape(batch_a, batch_b, name);
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out(out_shape, a.device(), a.data_type());
+  GemmView va, vb;
+  Tensor ta = GemmOperand(a2, &va), tb = GemmOperand(b2, &vb);
+  // Batch strides of each operand over the broadcast batch shape.
+  Shape sha(ta.shape().begin(), ta.shape().end() - 2);
+  Shape shb(tb.shape().begin(), tb.shape().end() - 2);
+  Tensor va_view = ta.View(sha, Strides(ta.stride().begin(), ta.stride().end() - 2), ta.offset());
+  Tensor vb_view = tb.View(shb, Strides(tb.stride().begin(), tb.stride().end() - 2), tb.offset());
+  Strides bsa = BroadcastStrides(va_view, batch, name);
+  Strides bsb = BroadcastStrides(vb_view, batch, name);
+  const int64_t nbatch = static_cast<int64_t>(Product(batch));
+  if (out.Size() == 0) return out;
+  if (k == 0) {
+    out.SetValue(0.f);
+    return out;
+  }
+  SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(out.data_type(), T, name, {
+          for (int64_t i = 0; i < nbatch; ++i) {
+            int64_t oa = 0, ob = 0, r = i;
+            for (size_t d = batch.size(); d-- > 0;) {
+              int64_t idx = r % static_cast<int64_t>(batch[d]);
+              r /= static_cast<int64_t>(batch[d]);
+              oa += idx * bsa[d];
+              ob += idx * bsb[d];
+            }
+            Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, 1.f,
+                             ta.data<T>() + oa, va.ld, tb.data<T>() + ob, vb.ld,
+                             0.f, out.mutable_data<T>() + i * m * n, n);
+          }
+        });
+      },
+      {ta.block(), tb.block()}, {out.block()}));
+  if (a.nDim() == 1 || b.nDim() == 1) {
+    Shape s = batch;
+    if (a.nDim() != 1) s.push_back(m);
+    if (b.nDim() != 1) s.push_back(n);
+    return out.Reshape(s);
+  }
+  return out;
+}
+
+void Axpy(float alpha, const Tensor& x, Tensor* y) {
+  SINGA_CHECK(x.Size() == y->Size(), ShapeError, "Axpy: shapes ", x.shape(),
+              " and ", y->shape(), " differ in size");
+  Tensor xs = x.shape() == y->shape() ? x : x.Reshape(y->shape());
+  AddInto(*y, MulScalar(xs, alpha), y);
+}
+
+Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {
+  const char* name = "Concat";
+  SINGA_CHECK(!xs.empty(), ValueError, name, ": needs at least one tensor");
+  const Tensor& first = xs[0];
+  SINGA_CHECK(first.nDim() > 0, ShapeError, name,
+              ": cannot concatenate 0-d tensors");
+  size_t ax = NormAxis(axis, first.nDim(), name);
+  Shape shape = first.shape();
+  shape[ax] = 0;
+  for (const Tensor& x : xs) {
+    CheckSameDevice(name, first, x);
+    CheckSameDtype(name, first, x);
+    bool ok = x.nDim() == first.nDim();
+    for (size_t i = 0; ok && i < x.nDim(); ++i)
+      ok = i == ax || x.shape()[i] == first.shape()[i];
+    SINGA_CHECK(ok, ShapeError, name, ": shapes ", first.shape(), " and ",
+                x.shape(), " differ outside axis ", axis);
+    shape[ax] += x.shape()[ax];
+  }
+  Tensor out(shape, first.device(), first.data_type());
+  size_t pos = 0;
+  for (const Tensor& x : xs) {
+    const size_t len = x.shape()[ax];
+    if (len) {
+      Tensor dst = out.Slice(ax, pos, pos + len);
+      dst.CopyData(x);
+    }
+    pos += len;
+  }
+  return out;
+}
+
+Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis) {
+  const char* name = "Repeat";
+  size_t ax = NormAxis(axis, x.nDim(), name);
+  const size_t len = x.shape()[ax];
+  SINGA_CHECK(repeats.size() == 1 || repeats.size() == len, ValueError, name,
+              ": ", repeats.size(), " repeat counts for axis ", axis,
+              " of length ", len);
+  if (repeats.size() == 1) {
+    // View x as (..., len, 1, ...) broadcast to (..., len, r, ...).
+    Shape s = x.shape();
+    Strides st = x.stride();
+    s.insert(s.begin() + ax + 1, repeats[0]);
+    st.insert(st.begin() + ax + 1, 0);
+    Shape out = x.shape();
+    out[ax] *= repeats[0];
+    return x.View(s, st, x.offset()).Contiguous().Reshape(out);
+  }
+  Shape shape = x.shape();
+  shape[ax] = 0;
+  for (size_t r : repeats) shape[ax] += r;
+  Tensor out(shape, x.device(), x.data_type());
+  size_t pos = 0;
+  for (size_t i = 0; i < len; ++i) {
+    if (repeats[i] == 0) continue;
+    Tensor src = x.Slice(ax, i, i + 1);
+    Shape bs = src.shape();
+    bs[ax] = repeats[i];
+    Tensor dst = out.Slice(ax, pos, pos + repeats[i]);
+    dst.CopyData(src.Broadcast(bs));
+    pos += repeats[i];
+  }
+  return out;
+}
+
+Tensor Tile(const Tensor& x, const std::vector<size_t>& reps) {
+  const size_t nd = std::max(x.nDim(), reps.size());
+  Shape xs(nd - x.nDim(), 1), r(nd - reps.size(), 1);
+  xs.insert(xs.end(), x.shape().begin(), x.shape().end());
+  r.insert(r.end(), reps.begin(), reps.end());
+  Tensor xv = x.Reshape(xs);
+  // View as (r0, d0, r1, d1, ...) with zero strides on the repeat axes.
+  Shape vs, out;
+  Strides st;
+  for (size_t i = 0; i < nd; ++i) {
+    vs.push_back(r[i]);
+    st.push_back(0);
+    vs.push_back(xs[i]);
+    st.push_back(xv.stride()[i]);
+    out.push_back(r[i] * xs[i]);
+  }
+  Product(out);
+  return xv.View(vs, st, xv.offset()).Contiguous().Reshape(out);
+}
+
+}  // namespace singa

@@ -1,0 +1,167 @@
+// The op layer between Tensor (tensor.cc) and the backends. Kernels see raw
+// pointers plus an ElemSpace describing strides, so strided views are handled
+// in one place; each backend specialises Math<Lang> in its own file
+// (tensor_math_cpp.h, tensor_math_cuda.h).
+#ifndef SINGA_SRC_CORE_TENSOR_TENSOR_MATH_H_
+#define SINGA_SRC_CORE_TENSOR_TENSOR_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "singa/core/common.h"
+#include "singa/core/device.h"
+
+#ifdef __CUDACC__
+#define SINGA_HD __host__ __device__
+#else
+#define SINGA_HD
+#endif
+
+namespace singa {
+
+// float16 storage type; arithmetic happens after conversion to float.
+struct Half {
+  uint16_t bits;
+};
+
+// Scalar functors generated from ops.def, usable on host and device.
+namespace op {
+#ifndef __CUDACC__
+using std::acos;
+using std::acosh;
+using std::asin;
+using std::asinh;
+using std::atan;
+using std::atanh;
+using std::ceil;
+using std::cos;
+using std::cosh;
+using std::erf;
+using std::exp;
+using std::floor;
+using std::log;
+using std::log1p;
+using std::nearbyint;
+using std::pow;
+using std::round;
+using std::sin;
+using std::sinh;
+using std::sqrt;
+using std::tan;
+using std::tanh;
+#endif
+
+template <typename T>
+SINGA_HD inline T DivOf(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) return 0;
+    if (b == -1) return static_cast<T>(0u - static_cast<uint32_t>(a));
+    return a / b;
+  } else {
+    return a / b;
+  }
+}
+
+#define SINGA_UNARY_OP(Name, expr)               \
+  struct Name {                                  \
+    template <typename T>                        \
+    SINGA_HD T operator()(T x) const {           \
+      return static_cast<T>(expr);               \
+    }                                            \
+  };
+#define SINGA_BINARY_OP(Name, expr)              \
+  struct Name {                                  \
+    template <typename T>                        \
+    SINGA_HD T operator()(T a, T b) const {      \
+      return static_cast<T>(expr);               \
+    }                                            \
+  };
+#include "singa/core/ops.def"
+
+struct Identity {
+  template <typename T>
+  SINGA_HD T operator()(T x) const {
+    return x;
+  }
+};
+struct ClipOp {
+  float lo, hi;
+  template <typename T>
+  SINGA_HD T operator()(T x) const {
+    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+  }
+};
+struct LeakyReLUOp {
+  float alpha;
+  template <typename T>
+  SINGA_HD T operator()(T x) const {
+    return x > T(0) ? x : static_cast<T>(x * alpha);
+  }
+};
+}  // namespace op
+
+constexpr int kMaxElemDims = 16;
+
+// Iteration space of an element-wise op after dropping size-1 dimensions and
+// merging dimensions that are contiguous for every operand. Operand 0 is the
+// output; strides are in elements, 0 where an input is broadcast.
+struct ElemSpace {
+  int ndim = 0;
+  int nops = 0;
+  int64_t size = 0;
+  int64_t shape[kMaxElemDims];
+  int64_t stride[4][kMaxElemDims];
+};
+
+// Builds the space for out_shape; strides[k] are operand k's strides already
+// aligned to out_shape (broadcast dimensions set to 0).
+ElemSpace MakeElemSpace(const Shape& out_shape,
+                        const std::vector<const Strides*>& strides);
+
+enum class ReduceKind { kSum, kMax, kMin };
+
+template <typename Lang>
+struct Math {
+  template <typename Op, typename T>
+  static void Unary(const ElemSpace& sp, const T* x, T* y, Op op);
+  template <typename Op, typename T>
+  static void Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op);
+  // y = cond != 0 ? a : b; operands in sp are y, cond, a, b.
+  template <typename T>
+  static void Where(const ElemSpace& sp, const T* cond, const T* a, const T* b,
+                    T* y);
+  template <typename TI, typename TO>
+  static void Cast(const ElemSpace& sp, const TI* x, TO* y);
+  template <typename T>
+  static void Fill(const ElemSpace& sp, T value, T* y);
+
+  // x is contiguous (outer, n, inner); y is (outer, inner).
+  template <typename T>
+  static void Reduce(ReduceKind kind, int64_t outer, int64_t n, int64_t inner,
+                     const T* x, T* y);
+  template <typename T>
+  static void ArgReduce(bool is_max, int64_t outer, int64_t n, int64_t inner,
+                        const T* x, int32_t* y);
+  template <typename T>
+  static void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
+                      const T* x, T* y);
+
+  // Row-major C = alpha * op(A) op(B) + beta * C.
+  template <typename T>
+  static void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, const T* a, int64_t lda, const T* b,
+                   int64_t ldb, float beta, T* c, int64_t ldc);
+
+  template <typename T>
+  static void Gaussian(int64_t n, float mean, float std, T* y, Context* ctx);
+  template <typename T>
+  static void Uniform(int64_t n, float low, float high, T* y, Context* ctx);
+  template <typename T>
+  static void Bernoulli(int64_t n, float p, T* y, Context* ctx);
+};
+
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_TENSOR_TENSOR_MATH_H_

@@ -1,0 +1,408 @@
+// CPU backend: vectorisable loops (this file is compiled with fast-math
+// flags that keep NaN and Inf semantics) spread over OpenMP threads above a
+// size threshold, and BLAS for GEMM.
+#ifndef SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_
+#define SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "singa/core/blas.h"
+#include "tensor_math.h"
+
+namespace singa {
+namespace cpu {
+
+// Below this many elements a loop runs on the calling thread: forking a
+// team costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 15;
+
+inline int Threads(int64_t work) {
+#ifdef _OPENMP
+  return work >= kParallelMin ? omp_get_max_threads() : 1;
+#else
+  (void)work;
+  return 1;
+#endif
+}
+
+// Calls fn(offsets, len) for every contiguous run of the innermost dimension,
+// splitting long runs so that every thread gets a share. offsets[k] is the
+// element offset of operand k at the start of the run.
+template <typename Fn>
+void ForRuns(const ElemSpace& sp, Fn&& fn) {
+  if (sp.size == 0) return;
+  const int last = sp.ndim - 1;
+  const int64_t len = sp.shape[last];
+  const int64_t rows = sp.size / len;
+  const int nth = Threads(sp.size);
+  // Pieces per run: enough that rows * pieces covers the threads.
+  int64_t pieces = 1;
+  if (nth > 1 && rows < 4 * nth) pieces = std::min<int64_t>((4 * nth + rows - 1) / rows, (len + 255) / 256);
+  if (pieces < 1) pieces = 1;
+  const int64_t piece_len = (len + pieces - 1) / pieces;
+  const int64_t tasks = rows * pieces;
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t r = t / pieces, p = t % pieces;
+    int64_t begin = p * piece_len;
+    if (begin >= len) continue;
+    int64_t n = std::min(piece_len, len - begin);
+    int64_t off[4] = {0, 0, 0, 0};
+    for (int d = last - 1; d >= 0; --d) {
+      int64_t i = r % sp.shape[d];
+      r /= sp.shape[d];
+      for (int k = 0; k < sp.nops; ++k) off[k] += i * sp.stride[k][d];
+    }
+    for (int k = 0; k < sp.nops; ++k) off[k] += begin * sp.stride[k][last];
+    fn(off, n);
+  }
+}
+
+template <typename T>
+struct Acc {
+  using type = T;
+};
+
+}  // namespace cpu
+
+template <>
+template <typename Op, typename T>
+void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
+  const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
+  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+    T* __restrict yo = y + off[0];
+    const T* __restrict xo = x + off[1];
+    if (sy == 1 && sx == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) yo[i] = op(xo[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(xo[i * sx]);
+    }
+  });
+}
+
+template <>
+template <typename Op, typename T>
+void Math<lang::Cpp>::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
+                             Op op) {
+  const int last = sp.ndim - 1;
+  const int64_t sy = sp.stride[0][last], sa = sp.stride[1][last],
+                sb = sp.stride[2][last];
+  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+    T* yo = y + off[0];
+    const T* ao = a + off[1];
+    const T* bo = b + off[2];
+    if (sy == 1 && sa == 1 && sb == 1) {
+      // y may alias a or b exactly (in-place ops), so no __restrict here.
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) yo[i] = op(ao[i], bo[i]);
+    } else if (sy == 1 && sa == 1 && sb == 0) {
+      const T bv = *bo;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) yo[i] = op(ao[i], bv);
+    } else if (sy == 1 && sa == 0 && sb == 1) {
+      const T av = *ao;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) yo[i] = op(av, bo[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(ao[i * sa], bo[i * sb]);
+    }
+  });
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Where(const ElemSpace& sp, const T* cond, const T* a,
+                            const T* b, T* y) {
+  const int last = sp.ndim - 1;
+  const int64_t sy = sp.stride[0][last], sc = sp.stride[1][last],
+                sa = sp.stride[2][last], sb = sp.stride[3][last];
+  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const T c = cond[off[1] + i * sc];
+      y[off[0] + i * sy] = c != T(0) ? a[off[2] + i * sa] : b[off[3] + i * sb];
+    }
+  });
+}
+
+namespace cpu {
+template <typename TO, typename TI>
+inline TO Convert(TI x) {
+  return static_cast<TO>(x);
+}
+template <>
+inline float Convert<float, Half>(Half x) {
+  return HalfToFloat(x.bits);
+}
+template <>
+inline int32_t Convert<int32_t, Half>(Half x) {
+  return static_cast<int32_t>(HalfToFloat(x.bits));
+}
+template <>
+inline Half Convert<Half, float>(float x) {
+  return Half{FloatToHalf(x)};
+}
+template <>
+inline Half Convert<Half, int32_t>(int32_t x) {
+  return Half{FloatToHalf(static_cast<float>(x))};
+}
+template <>
+inline Half Convert<Half, Half>(Half x) {
+  return x;
+}
+// Float to int saturates (NaN to 0) instead of invoking undefined behaviour.
+template <>
+inline int32_t Convert<int32_t, float>(float x) {
+  if (!(x == x)) return 0;
+  if (x >= 2147483647.0f) return std::numeric_limits<int32_t>::max();
+  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(x);
+}
+}  // namespace cpu
+
+template <>
+template <typename TI, typename TO>
+void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y) {
+  const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
+  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+    TO* yo = y + off[0];
+    const TI* xo = x + off[1];
+    if (sy == 1 && sx == 1) {
+      for (int64_t i = 0; i < n; ++i) yo[i] = cpu::Convert<TO>(xo[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yo[i * sy] = cpu::Convert<TO>(xo[i * sx]);
+    }
+  });
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Fill(const ElemSpace& sp, T value, T* y) {
+  const int64_t sy = sp.stride[0][sp.ndim - 1];
+  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+    T* yo = y + off[0];
+    if (sy == 1) {
+      std::fill(yo, yo + n, value);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yo[i * sy] = value;
+    }
+  });
+}
+
+namespace cpu {
+template <typename T>
+struct SumR {
+  static T Init() { return T(0); }
+  static T Combine(T a, T b) { return a + b; }
+};
+template <typename T>
+struct MaxR {
+  static T Init() { return std::numeric_limits<T>::lowest(); }
+  // NaN wins, as in NumPy.
+  static T Combine(T a, T b) { return (b > a || b != b) ? b : a; }
+};
+template <typename T>
+struct MinR {
+  static T Init() { return std::numeric_limits<T>::max(); }
+  static T Combine(T a, T b) { return (b < a || b != b) ? b : a; }
+};
+
+template <typename R, typename T>
+T ReduceRun(const T* x, int64_t n) {
+  // Several independent accumulators let the loop vectorise.
+  constexpr int kLanes = 64 / sizeof(T);
+  T acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = R::Init();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) acc[l] = R::Combine(acc[l], x[i + l]);
+  }
+  T r = R::Init();
+  for (int l = 0; l < kLanes; ++l) r = R::Combine(r, acc[l]);
+  for (; i < n; ++i) r = R::Combine(r, x[i]);
+  return r;
+}
+
+template <typename R, typename T>
+void ReduceImpl(int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
+  const int nth = Threads(outer * n * inner);
+  if (inner == 1) {
+    if (outer >= nth) {
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+      for (int64_t o = 0; o < outer; ++o) y[o] = ReduceRun<R>(x + o * n, n);
+    } else {
+      // Few long rows: split each row over the threads, then combine.
+      for (int64_t o = 0; o < outer; ++o) {
+        std::vector<T> part(nth, R::Init());
+        const int64_t chunk = (n + nth - 1) / nth;
+#pragma omp parallel for num_threads(nth) if (nth > 1)
+        for (int t = 0; t < nth; ++t) {
+          int64_t b = t * chunk, e = std::min(n, b + chunk);
+          if (b < e) part[t] = ReduceRun<R>(x + o * n + b, e - b);
+        }
+        T r = R::Init();
+        for (T p : part) r = R::Combine(r, p);
+        y[o] = r;
+      }
+    }
+    return;
+  }
+  // Reduce rows of length inner into one row; split the row into column
+  // blocks so that threads share the work even when outer is 1.
+  const int64_t block = 1024;
+  const int64_t nblocks = (inner + block - 1) / block;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nth) if (nth > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t cb = 0; cb < nblocks; ++cb) {
+      const int64_t j0 = cb * block, j1 = std::min(inner, j0 + block);
+      T* __restrict yo = y + o * inner;
+      const T* xo = x + o * n * inner;
+      for (int64_t j = j0; j < j1; ++j) yo[j] = xo[j];
+      for (int64_t i = 1; i < n; ++i) {
+        const T* __restrict xr = xo + i * inner;
+#pragma omp simd
+        for (int64_t j = j0; j < j1; ++j) yo[j] = R::Combine(yo[j], xr[j]);
+      }
+    }
+  }
+}
+}  // namespace cpu
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Reduce(ReduceKind kind, int64_t outer, int64_t n,
+                             int64_t inner, const T* x, T* y) {
+  if (n == 0) {
+    // Only a sum has an identity for an empty axis; callers reject max/min.
+    std::fill(y, y + outer * inner, T(0));
+    return;
+  }
+  switch (kind) {
+    case ReduceKind::kSum:
+      cpu::ReduceImpl<cpu::SumR<T>>(outer, n, inner, x, y);
+      break;
+    case ReduceKind::kMax:
+      cpu::ReduceImpl<cpu::MaxR<T>>(outer, n, inner, x, y);
+      break;
+    case ReduceKind::kMin:
+      cpu::ReduceImpl<cpu::MinR<T>>(outer, n, inner, x, y);
+      break;
+  }
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::ArgReduce(bool is_max, int64_t outer, int64_t n,
+                                int64_t inner, const T* x, int32_t* y) {
+  const int nth = cpu::Threads(outer * n * inner);
+#pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const T* xo = x + o * n * inner + j;
+      int64_t best = 0;
+      T bv = xo[0];
+      for (int64_t i = 1; i < n; ++i) {
+        T v = xo[i * inner];
+        if (bv != bv) break;  // the first NaN wins, as in NumPy
+        if (is_max ? (v > bv || v != v) : (v < bv || v != v)) {
+          bv = v;
+          best = i;
+        }
+      }
+      y[o * inner + j] = static_cast<int32_t>(best);
+    }
+  }
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Softmax(bool log, int64_t outer, int64_t n,
+                              int64_t inner, const T* x, T* y) {
+  const int nth = cpu::Threads(outer * n * inner);
+#pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const T* xo = x + o * n * inner + j;
+      T* yo = y + o * n * inner + j;
+      T mx = std::numeric_limits<T>::lowest();
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xo[i * inner]);
+      T sum = 0;
+      if (log) {
+        for (int64_t i = 0; i < n; ++i) sum += std::exp(xo[i * inner] - mx);
+        const T lse = mx + std::log(sum);
+        for (int64_t i = 0; i < n; ++i) yo[i * inner] = xo[i * inner] - lse;
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          T e = std::exp(xo[i * inner] - mx);
+          yo[i * inner] = e;
+          sum += e;
+        }
+        const T inv = T(1) / sum;
+        for (int64_t i = 0; i < n; ++i) yo[i * inner] *= inv;
+      }
+    }
+  }
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, float alpha, const T* a, int64_t lda,
+                           const T* b, int64_t ldb, float beta, T* c,
+                           int64_t ldc) {
+  if constexpr (std::is_same<T, float>::value) {
+    SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                            trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                            a, lda, b, ldb, beta, c, ldc);
+  } else {
+    const int nth = cpu::Threads(m * n * k);
+#pragma omp parallel for num_threads(nth) if (nth > 1)
+    for (int64_t i = 0; i < m; ++i) {
+      T* ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j)
+        ci[j] = beta == 0.f ? T(0) : static_cast<T>(beta * ci[j]);
+      for (int64_t p = 0; p < k; ++p) {
+        const T av = static_cast<T>(alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]));
+        for (int64_t j = 0; j < n; ++j)
+          ci[j] += av * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+      }
+    }
+  }
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Gaussian(int64_t n, float mean, float std, T* y,
+                               Context* ctx) {
+  std::normal_distribution<float> dist(mean, std);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<T>(dist(ctx->random_generator));
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Uniform(int64_t n, float low, float high, T* y,
+                              Context* ctx) {
+  std::uniform_real_distribution<float> dist(low, high);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<T>(dist(ctx->random_generator));
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::Bernoulli(int64_t n, float p, T* y, Context* ctx) {
+  std::bernoulli_distribution dist(p);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<T>(dist(ctx->random_generator) ? 1 : 0);
+}
+
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_

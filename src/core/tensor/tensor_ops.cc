@@ -1,0 +1,331 @@
+// Element-wise ops (expanded from ops.def), reductions and softmax.
+#include <algorithm>
+
+#include "dispatch.h"
+
+namespace singa {
+
+namespace {
+
+// float16 tensors are stored, not computed on: ops convert to float32,
+// compute, and convert the result back.
+bool IsHalf(const Tensor& t) { return t.data_type() == kFloat16; }
+
+template <typename Op>
+void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
+  CheckSameDevice(name, x, *out);
+  CheckSameDtype(name, x, *out);
+  if (IsHalf(x)) {
+    Tensor r(out->shape(), out->device(), kFloat32);
+    UnaryInto(name, x.AsType(kFloat32), &r, op);
+    out->CopyData(r);
+    return;
+  }
+  if (out->Size() == 0) return;
+  Strides xs = BroadcastStrides(x, out->shape(), name);
+  Tensor src = x;
+  if (!SameLayout(x, *out)) {
+    src = Unaliased(x, *out);
+    xs = BroadcastStrides(src, out->shape(), name);
+  }
+  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &xs});
+  SINGA_LANG_SWITCH(out->device(), Lang, out->device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(out->data_type(), T, name,
+                          Math<Lang>::Unary(sp, src.data<T>(),
+                                            out->mutable_data<T>(), op));
+      },
+      {src.block()}, {out->block()}));
+}
+
+template <typename Op>
+Tensor UnaryNew(const char* name, const Tensor& x, Op op = Op()) {
+  Tensor out(x.shape(), x.device(), x.data_type());
+  UnaryInto(name, x, &out, op);
+  return out;
+}
+
+// The general binary kernel: b_scalar, when given, replaces b.
+template <typename Op>
+void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
+                const float* b_scalar, bool scalar_first, Tensor* out) {
+  CheckSameDevice(name, a, *out);
+  CheckSameDtype(name, a, *out);
+  if (b) {
+    CheckSameDevice(name, a, *b);
+    CheckSameDtype(name, a, *b);
+    Shape s = BroadcastShape(a.shape(), b->shape(), name);
+    SINGA_CHECK(BroadcastShape(s, out->shape(), name) == out->shape(),
+                ShapeError, name, ": result of shape ", s,
+                " does not fit the output of shape ", out->shape());
+  }
+  if (IsHalf(a)) {
+    Tensor r(out->shape(), out->device(), kFloat32);
+    Tensor bf = b ? b->AsType(kFloat32) : Tensor();
+    BinaryInto<Op>(name, a.AsType(kFloat32), b ? &bf : nullptr, b_scalar,
+                   scalar_first, &r);
+    out->CopyData(r);
+    return;
+  }
+  if (out->Size() == 0) return;
+  Tensor ta = Unaliased(a, *out);
+  Tensor tb = b ? Unaliased(*b, *out) : Tensor();
+  Strides sa = BroadcastStrides(ta, out->shape(), name);
+  Strides sb = b ? BroadcastStrides(tb, out->shape(), name)
+                 : Strides(out->nDim(), 0);
+  ElemSpace sp = b_scalar && scalar_first
+                     ? MakeElemSpace(out->shape(), {&out->stride(), &sb, &sa})
+                     : MakeElemSpace(out->shape(), {&out->stride(), &sa, &sb});
+  SINGA_LANG_SWITCH(out->device(), Lang, out->device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(out->data_type(), T, name, {
+          T* y = out->mutable_data<T>();
+          if (b_scalar) {
+            const T s = static_cast<T>(*b_scalar);
+            if (scalar_first)
+              Math<Lang>::Binary(sp, &s, ta.data<T>(), y, Op());
+            else
+              Math<Lang>::Binary(sp, ta.data<T>(), &s, y, Op());
+          } else {
+            Math<Lang>::Binary(sp, ta.data<T>(), tb.data<T>(), y, Op());
+          }
+        });
+      },
+      {ta.block(), b ? tb.block() : nullptr}, {out->block()}));
+}
+
+}  // namespace
+
+#define SINGA_UNARY_OP(Name, expr)                                   \
+  Tensor Name(const Tensor& x) { return UnaryNew<op::Name>(#Name, x); } \
+  void Name##Into(const Tensor& x, Tensor* out) {                    \
+    UnaryInto<op::Name>(#Name, x, out);                              \
+  }
+#define SINGA_BINARY_OP(Name, expr)                                       \
+  Tensor Name(const Tensor& a, const Tensor& b) {                         \
+    CheckSameDevice(#Name, a, b);                                         \
+    CheckSameDtype(#Name, a, b);                                          \
+    Tensor out(BroadcastShape(a.shape(), b.shape(), #Name), a.device(),   \
+               a.data_type());                                            \
+    BinaryInto<op::Name>(#Name, a, &b, nullptr, false, &out);             \
+    return out;                                                           \
+  }                                                                       \
+  Tensor Name##Scalar(const Tensor& a, float s) {                         \
+    Tensor out(a.shape(), a.device(), a.data_type());                     \
+    BinaryInto<op::Name>(#Name, a, nullptr, &s, false, &out);             \
+    return out;                                                           \
+  }                                                                       \
+  Tensor Scalar##Name(float s, const Tensor& a) {                         \
+    Tensor out(a.shape(), a.device(), a.data_type());                     \
+    BinaryInto<op::Name>(#Name, a, nullptr, &s, true, &out);              \
+    return out;                                                           \
+  }                                                                       \
+  void Name##Into(const Tensor& a, const Tensor& b, Tensor* out) {        \
+    BinaryInto<op::Name>(#Name, a, &b, nullptr, false, out);              \
+  }                                                                       \
+  void Name##ScalarInto(const Tensor& a, float s, Tensor* out) {          \
+    BinaryInto<op::Name>(#Name, a, nullptr, &s, false, out);              \
+  }
+#include "singa/core/ops.def"
+
+Tensor Clip(const Tensor& x, float low, float high) {
+  SINGA_CHECK(!(low > high), ValueError, "Clip: min ", low,
+              " is greater than max ", high);
+  return UnaryNew("Clip", x, op::ClipOp{low, high});
+}
+
+Tensor LeakyReLU(const Tensor& x, float alpha) {
+  return UnaryNew("LeakyReLU", x, op::LeakyReLUOp{alpha});
+}
+
+Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const char* name = "Where";
+  CheckSameDevice(name, cond, a);
+  CheckSameDevice(name, a, b);
+  CheckSameDtype(name, a, b);
+  if (IsHalf(a))
+    return Where(cond, a.AsType(kFloat32), b.AsType(kFloat32)).AsType(kFloat16);
+  Tensor c = cond.data_type() == a.data_type() ? cond : cond.AsType(a.data_type());
+  Shape s = BroadcastShape(BroadcastShape(c.shape(), a.shape(), name),
+                           b.shape(), name);
+  Tensor out(s, a.device(), a.data_type());
+  if (out.Size() == 0) return out;
+  Strides sc = BroadcastStrides(c, s, name), sa = BroadcastStrides(a, s, name),
+          sb = BroadcastStrides(b, s, name);
+  ElemSpace sp = MakeElemSpace(s, {&out.stride(), &sc, &sa, &sb});
+  SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(out.data_type(), T, name,
+                          Math<Lang>::Where(sp, c.data<T>(), a.data<T>(),
+                                            b.data<T>(), out.mutable_data<T>()));
+      },
+      {c.block(), a.block(), b.block()}, {out.block()}));
+  return out;
+}
+
+// ---- reductions ----
+
+namespace {
+
+std::vector<bool> ReducedAxes(const Tensor& x, const std::vector<int>& axes,
+                              const char* name) {
+  std::vector<bool> red(x.nDim(), axes.empty());
+  for (int a : axes) {
+    size_t ax = NormAxis(a, x.nDim(), name);
+    SINGA_CHECK(!red[ax], ValueError, name, ": axis ", a, " is repeated");
+    red[ax] = true;
+  }
+  return red;
+}
+
+Tensor ReduceImpl(ReduceKind kind, const char* name, const Tensor& x,
+                  const std::vector<int>& axes, bool keepdims) {
+  if (IsHalf(x))
+    return ReduceImpl(kind, name, x.AsType(kFloat32), axes, keepdims)
+        .AsType(kFloat16);
+  std::vector<bool> red = ReducedAxes(x, axes, name);
+  Shape kept = x.shape(), dropped;
+  for (size_t i = 0; i < x.nDim(); ++i) {
+    if (red[i]) {
+      SINGA_CHECK(kind == ReduceKind::kSum || x.shape()[i] > 0, ValueError,
+                  name, ": cannot reduce axis ", i, " of size 0 in shape ",
+                  x.shape());
+      kept[i] = 1;
+    } else {
+      dropped.push_back(x.shape()[i]);
+    }
+  }
+  Tensor cur = x.Contiguous();
+  Shape shape = x.shape();
+  // Reduce each run of adjacent reduced axes as (outer, n, inner), last run
+  // first, so every step reads a contiguous tensor.
+  for (size_t end = shape.size(); end-- > 0;) {
+    if (!red[end]) continue;
+    size_t begin = end;
+    while (begin > 0 && red[begin - 1]) --begin;
+    int64_t outer = 1, n = 1, inner = 1;
+    for (size_t i = 0; i < begin; ++i) outer *= shape[i];
+    for (size_t i = begin; i <= end; ++i) n *= shape[i];
+    for (size_t i = end + 1; i < shape.size(); ++i) inner *= shape[i];
+    for (size_t i = begin; i <= end; ++i) shape[i] = 1;
+    Tensor next(shape, cur.device(), cur.data_type());
+    SINGA_LANG_SWITCH(cur.device(), Lang, cur.device()->Exec(
+        [&](Context*) {
+          SINGA_TYPE_SWITCH(cur.data_type(), T, name,
+                            Math<Lang>::Reduce(kind, outer, n, inner,
+                                               cur.data<T>(),
+                                               next.mutable_data<T>()));
+        },
+        {cur.block()}, {next.block()}));
+    cur = next;
+    if (begin == 0) break;
+    end = begin;
+  }
+  return cur.Reshape(keepdims ? kept : dropped);
+}
+
+}  // namespace
+
+Tensor Sum(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  return ReduceImpl(ReduceKind::kSum, "Sum", x, axes, keepdims);
+}
+
+Tensor Mean(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  SINGA_CHECK(x.data_type() != kInt, DtypeError,
+              "Mean: needs a float tensor, got int32");
+  Tensor s = Sum(x, axes, keepdims);
+  const size_t count = s.Size() ? x.Size() / s.Size() : 0;
+  return MulScalar(s, count ? 1.0f / static_cast<float>(count) : NAN);
+}
+
+Tensor Max(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  return ReduceImpl(ReduceKind::kMax, "Max", x, axes, keepdims);
+}
+
+Tensor Min(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  return ReduceImpl(ReduceKind::kMin, "Min", x, axes, keepdims);
+}
+
+float SumAll(const Tensor& x) {
+  Tensor s = Sum(x.data_type() == kFloat32 ? x : x.AsType(kFloat32), {}, false);
+  float v = 0;
+  s.CopyDataToHostPtr(&v, sizeof(float));
+  return v;
+}
+
+namespace {
+Tensor ArgReduce(bool is_max, const char* name, const Tensor& x, int axis,
+                 bool keepdims) {
+  if (IsHalf(x)) return ArgReduce(is_max, name, x.AsType(kFloat32), axis, keepdims);
+  size_t ax = NormAxis(axis, x.nDim(), name);
+  SINGA_CHECK(x.shape()[ax] > 0, ValueError, name, ": axis ", axis,
+              " of shape ", x.shape(), " is empty");
+  Tensor c = x.Contiguous();
+  int64_t outer = 1, inner = 1, n = x.shape()[ax];
+  for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
+  for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
+  Shape shape = x.shape();
+  if (keepdims)
+    shape[ax] = 1;
+  else
+    shape.erase(shape.begin() + ax);
+  Tensor out(shape, x.device(), kInt);
+  if (out.Size() == 0) return out;
+  SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(c.data_type(), T, name,
+                          Math<Lang>::ArgReduce(is_max, outer, n, inner,
+                                                c.data<T>(),
+                                                out.mutable_data<int32_t>()));
+      },
+      {c.block()}, {out.block()}));
+  return out;
+}
+}  // namespace
+
+Tensor Argmax(const Tensor& x, int axis, bool keepdims) {
+  return ArgReduce(true, "Argmax", x, axis, keepdims);
+}
+
+Tensor Argmin(const Tensor& x, int axis, bool keepdims) {
+  return ArgReduce(false, "Argmin", x, axis, keepdims);
+}
+
+Tensor SumRows(const Tensor& m) {
+  SINGA_CHECK(m.nDim() == 2, ShapeError, "SumRows: needs a matrix, got shape ",
+              m.shape());
+  return Sum(m, {0}, false);
+}
+
+Tensor SumColumns(const Tensor& m) {
+  SINGA_CHECK(m.nDim() == 2, ShapeError,
+              "SumColumns: needs a matrix, got shape ", m.shape());
+  return Sum(m, {1}, false);
+}
+
+namespace {
+Tensor SoftmaxImpl(bool log, const Tensor& x, int axis) {
+  const char* name = log ? "LogSoftMax" : "SoftMax";
+  if (IsHalf(x)) return SoftmaxImpl(log, x.AsType(kFloat32), axis).AsType(kFloat16);
+  size_t ax = NormAxis(axis, std::max<size_t>(x.nDim(), 1), name);
+  Tensor c = x.Contiguous();
+  Tensor out(x.shape(), x.device(), x.data_type());
+  if (out.Size() == 0) return out;
+  int64_t outer = 1, inner = 1, n = x.nDim() ? x.shape()[ax] : 1;
+  for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
+  for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
+  SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
+      [&](Context*) {
+        SINGA_FLOAT_ONLY(c.data_type(), T, name,
+                         Math<Lang>::Softmax(log, outer, n, inner, c.data<T>(),
+                                             out.mutable_data<T>()));
+      },
+      {c.block()}, {out.block()}));
+  return out;
+}
+}  // namespace
+
+Tensor SoftMax(const Tensor& x, int axis) { return SoftmaxImpl(false, x, axis); }
+Tensor LogSoftMax(const Tensor& x, int axis) { return SoftmaxImpl(true, x, axis); }
+
+}  // namespace singa
