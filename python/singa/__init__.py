@@ -1,0 +1,20 @@
+"""singa: a deep learning framework with a C++ core and a Python API.
+
+    from singa import tensor, device, autograd, layer, model, opt, sonnx
+"""
+
+from singa import singa_wrap as _cw
+
+__version__ = "0.1.0"
+
+
+def set_num_threads(n):
+    """Sets the threads used by the CPU kernels and BLAS."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"set_num_threads: expected an int, got {type(n).__name__}")
+    _cw.SetNumThreads(n)
+
+
+def get_num_threads():
+    """Returns the threads used by the CPU kernels."""
+    return _cw.GetNumThreads()

@@ -1,0 +1,363 @@
+"""Tensor math by name: element-wise, reductions, linear algebra, joining.
+
+These are re-exported by singa.tensor (``tensor.exp(t)``, ``tensor.mult``).
+They do not record autograd history; singa.autograd does.
+"""
+
+import builtins
+import numbers
+
+from singa import singa_wrap as _cw
+from singa.tensor import Tensor, _wrap, _scalar, _check_shape
+
+__all__ = []
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+def _check_tensor(x, where):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{where}: expected a Tensor, got {type(x).__name__}")
+
+
+def _make_unary(name, cfn):
+    def fn(t):
+        _check_tensor(t, name)
+        return _wrap(cfn(t.data))
+    fn.__name__ = name
+    fn.__doc__ = f"Element-wise {name}."
+    return fn
+
+
+_UNARY = {
+    "abs": _cw.Abs, "neg": _cw.Neg, "exp": _cw.Exp, "log": _cw.Log,
+    "sqrt": _cw.Sqrt, "square": _cw.Square, "sign": _cw.Sign, "ceil": _cw.Ceil,
+    "floor": _cw.Floor, "round": _cw.Round, "rounde": _cw.RoundE,
+    "reciprocal": _cw.Reciprocal, "relu": _cw.ReLU, "sigmoid": _cw.Sigmoid,
+    "tanh": _cw.Tanh, "softplus": _cw.SoftPlus, "softsign": _cw.SoftSign,
+    "erf": _cw.Erf, "sin": _cw.Sin, "cos": _cw.Cos, "tan": _cw.Tan,
+    "asin": _cw.Asin, "acos": _cw.Acos, "atan": _cw.Atan, "sinh": _cw.Sinh,
+    "cosh": _cw.Cosh, "asinh": _cw.Asinh, "acosh": _cw.Acosh,
+    "atanh": _cw.Atanh, "logical_not": _cw.Not,
+}
+for _name, _cfn in _UNARY.items():
+    globals()[_name] = _export(_make_unary(_name, _cfn))
+
+
+def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into):
+    def fn(lhs, rhs, ret=None):
+        if isinstance(lhs, Tensor) and isinstance(rhs, Tensor):
+            if ret is not None:
+                cfn_into(lhs.data, rhs.data, ret.data)
+                return ret
+            return _wrap(cfn(lhs.data, rhs.data))
+        if ret is not None:
+            raise TypeError(f"{name}: ret needs two tensor operands")
+        if isinstance(lhs, Tensor):
+            s = _scalar(rhs)
+            if s is not None:
+                return _wrap(cfn_scalar(lhs.data, s))
+        elif isinstance(rhs, Tensor):
+            s = _scalar(lhs)
+            if s is not None:
+                return _wrap(cfn_rscalar(s, rhs.data))
+        raise TypeError(f"{name}: expected tensors or numbers, got "
+                        f"{type(lhs).__name__} and {type(rhs).__name__}")
+    fn.__name__ = name
+    fn.__doc__ = (f"Element-wise {name} with NumPy broadcasting; either side may "
+                  "be a number. With ret, writes into ret.")
+    return fn
+
+
+_BINARY = {
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
+    "minimum": "Minimum", "maximum": "Maximum", "lt": "LT", "le": "LE",
+    "gt": "GT", "ge": "GE", "eq": "EQ", "logical_and": "And",
+    "logical_or": "Or", "logical_xor": "Xor",
+}
+for _name, _c in _BINARY.items():
+    globals()[_name] = _export(_make_binary(
+        _name, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
+        getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into")))
+eltwise_mult = mul  # noqa: F821  (SINGA's name)
+__all__.append("eltwise_mult")
+
+
+@_export
+def clip(t, min=None, max=None):
+    """Limits values to [min, max]; either bound may be None."""
+    _check_tensor(t, "clip")
+    lo = -float("inf") if min is None else float(min)
+    hi = float("inf") if max is None else float(max)
+    return _wrap(_cw.Clip(t.data, lo, hi))
+
+
+@_export
+def leakyrelu(t, alpha=0.01):
+    _check_tensor(t, "leakyrelu")
+    return _wrap(_cw.LeakyReLU(t.data, float(alpha)))
+
+
+@_export
+def where(condition, x, y):
+    """x where condition is nonzero, else y (broadcast together)."""
+    for v, n in ((condition, "condition"), (x, "x"), (y, "y")):
+        _check_tensor(v, f"where ({n})")
+    return _wrap(_cw.Where(condition.data, x.data, y.data))
+
+
+# ---- reductions ----
+
+def _axes(axis, t, where):
+    if axis is None:
+        return []
+    if isinstance(axis, numbers.Integral):
+        return [int(axis)]
+    try:
+        axes = [int(a) for a in axis]
+    except TypeError:
+        raise TypeError(f"{where}: axis must be an int or a tuple of ints, got {axis!r}") from None
+    if not axes:
+        raise ValueError(f"{where}: empty axis tuple")
+    return axes
+
+
+def _make_reduce(name, cfn):
+    def fn(t, axis=None, keepdims=False):
+        _check_tensor(t, name)
+        return _wrap(cfn(t.data, _axes(axis, t, name), bool(keepdims)))
+    fn.__name__ = name
+    fn.__doc__ = f"{name} over axis (an int, a tuple, or None for all axes)."
+    return fn
+
+
+sum = _export(_make_reduce("sum", _cw.Sum))
+mean = _export(_make_reduce("mean", _cw.Mean))
+max = _export(_make_reduce("max", _cw.Max))
+min = _export(_make_reduce("min", _cw.Min))
+
+
+@_export
+def average(t, axis=None):
+    """Mean over axis (all axes when None)."""
+    return mean(t, axis)
+
+
+def _make_arg(name, cfn):
+    def fn(t, axis=None, keepdims=False):
+        _check_tensor(t, name)
+        if axis is None:
+            return _wrap(cfn(t.data.Reshape([t.data.Size()]), 0, False))
+        return _wrap(cfn(t.data, int(axis), bool(keepdims)))
+    fn.__name__ = name
+    fn.__doc__ = f"Indices (int32) of the {name[3:]} along axis (flattened when None)."
+    return fn
+
+
+argmax = _export(_make_arg("argmax", _cw.Argmax))
+argmin = _export(_make_arg("argmin", _cw.Argmin))
+
+
+@_export
+def sum_rows(M):
+    """Sum of M's rows (a vector of M's column count), as in SINGA."""
+    _check_tensor(M, "sum_rows")
+    return _wrap(_cw.SumRows(M.data))
+
+
+@_export
+def sum_columns(M):
+    """Sum of M's columns (a vector of M's row count), as in SINGA."""
+    _check_tensor(M, "sum_columns")
+    return _wrap(_cw.SumColumns(M.data))
+
+
+@_export
+def softmax(t, axis=-1):
+    """Numerically stable softmax along axis."""
+    _check_tensor(t, "softmax")
+    return _wrap(_cw.SoftMax(t.data, int(axis)))
+
+
+@_export
+def log_softmax(t, axis=-1):
+    """Numerically stable log-softmax along axis."""
+    _check_tensor(t, "log_softmax")
+    return _wrap(_cw.LogSoftMax(t.data, int(axis)))
+
+
+# ---- linear algebra ----
+
+@_export
+def mult(A, B, C=None, alpha=1.0, beta=0.0):
+    """Matrix product of 1-D or 2-D tensors. With C: C = alpha*A@B + beta*C."""
+    _check_tensor(A, "mult")
+    _check_tensor(B, "mult")
+    if C is None:
+        if alpha == 1.0:
+            return _wrap(_cw.Mult(A.data, B.data))
+        return _wrap(_cw.MulScalar(_cw.Mult(A.data, B.data), float(alpha)))
+    _cw.Mult(float(alpha), A.data, B.data, float(beta), C.data)
+    return C
+
+
+@_export
+def matmul(A, B):
+    """NumPy matmul: batch dimensions broadcast."""
+    _check_tensor(A, "matmul")
+    _check_tensor(B, "matmul")
+    return _wrap(_cw.Matmul(A.data, B.data))
+
+
+@_export
+def axpy(alpha, x, y):
+    """y += alpha * x; returns y."""
+    _cw.Axpy(float(alpha), x.data, y.data)
+    return y
+
+
+@_export
+def add_row(v, M):
+    """Adds vector v to every row of M in place; returns M."""
+    _cw.AddInto(M.data, v.data, M.data)
+    return M
+
+
+@_export
+def add_column(v, M):
+    """Adds vector v to every column of M in place; returns M."""
+    _cw.AddInto(M.data, v.data.Reshape([v.data.Size(), 1]), M.data)
+    return M
+
+
+@_export
+def tensordot(A, B, axes=2):
+    """Sums products over the given axes of A and B (NumPy tensordot)."""
+    _check_tensor(A, "tensordot")
+    _check_tensor(B, "tensordot")
+    if isinstance(axes, numbers.Integral):
+        if axes < 0 or axes > builtins.min(A.ndim(), B.ndim()):
+            raise ValueError(f"tensordot: axes={axes} does not fit shapes {A.shape} and {B.shape}")
+        ax_a = list(range(A.ndim() - axes, A.ndim()))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [ax_a] if isinstance(ax_a, numbers.Integral) else list(ax_a)
+        ax_b = [ax_b] if isinstance(ax_b, numbers.Integral) else list(ax_b)
+    if len(ax_a) != len(ax_b):
+        raise ValueError(f"tensordot: axes {ax_a} and {ax_b} differ in length")
+    ax_a = [a % A.ndim() if -A.ndim() <= a < A.ndim() else _bad_axis(a, A) for a in ax_a]
+    ax_b = [b % B.ndim() if -B.ndim() <= b < B.ndim() else _bad_axis(b, B) for b in ax_b]
+    for a, b in zip(ax_a, ax_b):
+        if A.shape[a] != B.shape[b]:
+            raise ValueError(f"tensordot: axis {a} of shape {A.shape} and axis {b} of "
+                             f"shape {B.shape} differ in length")
+    free_a = [i for i in range(A.ndim()) if i not in ax_a]
+    free_b = [i for i in range(B.ndim()) if i not in ax_b]
+    k = 1
+    for a in ax_a:
+        k *= A.shape[a]
+    at = A.transpose(free_a + ax_a).reshape((-1, k) if k else (_prod(A.shape, free_a), 0))
+    bt = B.transpose(ax_b + free_b).reshape((k, -1) if k else (0, _prod(B.shape, free_b)))
+    out = mult(at, bt)
+    return out.reshape([A.shape[i] for i in free_a] + [B.shape[i] for i in free_b])
+
+
+def _prod(shape, idx):
+    p = 1
+    for i in idx:
+        p *= shape[i]
+    return p
+
+
+def _bad_axis(a, t):
+    raise IndexError(f"axis {a} is out of range for shape {t.shape}")
+
+
+@_export
+def einsum(ops, *args):
+    """Einstein summation over one or two tensors, e.g. 'ij,jk->ik'.
+
+    Indices shared by both operands and kept in the output are batch
+    dimensions; shared ones not kept are contracted through a batched GEMM.
+    """
+    if "->" not in ops:
+        raise ValueError(f"einsum: '{ops}' needs an explicit '->' output")
+    lhs, out = ops.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(args) or not 1 <= len(args) <= 2:
+        raise ValueError(f"einsum: '{ops}' names {len(terms)} operands, got {len(args)}")
+    dims = {}
+    for term, t in zip(terms, args):
+        _check_tensor(t, "einsum")
+        if len(term) != t.ndim():
+            raise ValueError(f"einsum: '{term}' does not match shape {t.shape}")
+        if len(set(term)) != len(term):
+            raise ValueError(f"einsum: repeated index in '{term}' (diagonals) is not supported")
+        for c, d in zip(term, t.shape):
+            if dims.setdefault(c, d) != d:
+                raise ValueError(f"einsum: index '{c}' has lengths {dims[c]} and {d}")
+    if len(set(out)) != len(out) or any(c not in dims for c in out):
+        raise ValueError(f"einsum: bad output '{out}' for inputs '{lhs}'")
+
+    def reduce_unused(term, t, keep):
+        drop = [i for i, c in enumerate(term) if c not in keep]
+        if drop:
+            t = sum(t, tuple(drop))
+            term = "".join(c for c in term if c in keep)
+        return term, t
+
+    if len(args) == 1:
+        term, t = reduce_unused(terms[0], args[0], out)
+        return t.transpose([term.index(c) for c in out]).contiguous()
+    (ta, a), (tb, b) = terms, args
+    ta, a = reduce_unused(ta, a, set(out) | set(tb))
+    tb, b = reduce_unused(tb, b, set(out) | set(ta))
+    batch = [c for c in ta if c in tb and c in out]
+    contract = [c for c in ta if c in tb and c not in out]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    size = lambda cs: _prod([dims[c] for c in cs], range(len(cs)))  # noqa: E731
+    a3 = a.transpose([ta.index(c) for c in batch + free_a + contract]).reshape(
+        (size(batch), size(free_a), size(contract)))
+    b3 = b.transpose([tb.index(c) for c in batch + contract + free_b]).reshape(
+        (size(batch), size(contract), size(free_b)))
+    r = matmul(a3, b3).reshape([dims[c] for c in batch + free_a + free_b])
+    order = batch + free_a + free_b
+    return r.transpose([order.index(c) for c in out]).contiguous()
+
+
+# ---- joining and repeating ----
+
+@_export
+def concatenate(tensors, axis=0):
+    """Joins tensors along an existing axis."""
+    tensors = list(tensors)
+    for t in tensors:
+        _check_tensor(t, "concatenate")
+    return _wrap(_cw.ConcatOn([t.data for t in tensors], int(axis)))
+
+
+@_export
+def repeat(t, repeats, axis=None):
+    """NumPy repeat: each element repeated (flattened first when axis is None)."""
+    _check_tensor(t, "repeat")
+    reps = [repeats] if isinstance(repeats, numbers.Integral) else list(repeats)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"repeat: negative repeat count in {reps}")
+    x = t.data
+    if axis is None:
+        x = x.Reshape([x.Size()])
+        axis = 0
+    return _wrap(_cw.Repeat(x, [int(r) for r in reps], int(axis)))
+
+
+@_export
+def tile(t, reps):
+    """NumPy tile."""
+    _check_tensor(t, "tile")
+    reps = _check_shape(reps, "tile")
+    return _wrap(_cw.Tile(t.data, list(reps)))
