@@ -72,6 +72,12 @@ class Tensor {
   float L2() const;
 };
 
+}  // namespace singa
+
+%template(VecTensor) std::vector<singa::Tensor>;
+
+namespace singa {
+
 #define SINGA_UNARY_OP(Name, expr)       \
   Tensor Name(const Tensor& x);          \
   void Name##Into(const Tensor& x, Tensor* out);
@@ -109,5 +115,3 @@ Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);
 Tensor Tile(const Tensor& x, const std::vector<size_t>& reps);
 
 }  // namespace singa
-
-%template(VecTensor) std::vector<singa::Tensor>;

@@ -313,7 +313,8 @@ def einsum(ops, *args):
     if len(args) == 1:
         term, t = reduce_unused(terms[0], args[0], out)
         return t.transpose([term.index(c) for c in out]).contiguous()
-    (ta, a), (tb, b) = terms, args
+    ta, tb = terms
+    a, b = args
     ta, a = reduce_unused(ta, a, set(out) | set(tb))
     tb, b = reduce_unused(tb, b, set(out) | set(ta))
     batch = [c for c in ta if c in tb and c in out]

@@ -1,0 +1,23 @@
+"""Shared fixtures: `dev` runs a test on every device this build has."""
+
+import numpy as np
+import pytest
+
+from singa import device
+
+
+def _devices():
+    devs = [pytest.param(device.get_default_device(), id="cpu")]
+    if device.get_num_gpus() > 0:
+        devs.append(pytest.param(device.create_cuda_gpu(), id="cuda"))
+    return devs
+
+
+@pytest.fixture(params=_devices())
+def dev(request):
+    return request.param
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
