@@ -37,6 +37,13 @@ class Tensor {
   // True when the strides are not row-major (a transposed or permuted view).
   bool transpose() const;
 
+  // Address of the first element, whatever the dtype.
+  const void* raw_data() const {
+    return static_cast<const char*>(block_->data()) + offset_ * SizeOf(dtype_);
+  }
+  void* mutable_raw_data() {
+    return static_cast<char*>(block_->mutable_data()) + offset_ * SizeOf(dtype_);
+  }
   template <typename T>
   const T* data() const {
     return static_cast<const T*>(block_->data()) + offset_;

@@ -241,7 +241,7 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
               elem_offset, " do not fit a tensor of shape ", shape_);
   if (nbytes == 0) return;
   if (IsContiguous()) {
-    device_->CopyDataToFrom(mutable_data<char>() + elem_offset * es, src,
+    device_->CopyDataToFrom(static_cast<char*>(mutable_raw_data()) + elem_offset * es, src,
                             nbytes, kHostToDevice);
   } else {
     Tensor tmp = Contiguous().Clone();
@@ -256,7 +256,7 @@ void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
   if (nbytes == 0) return;
   Tensor c = Contiguous();
   device_->Sync();
-  device_->CopyDataToFrom(dst, c.data<char>(), nbytes, kDeviceToHost);
+  device_->CopyDataToFrom(dst, c.raw_data(), nbytes, kDeviceToHost);
 }
 
 namespace {

@@ -232,7 +232,7 @@ Tensor Sum(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 
 Tensor Mean(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
   SINGA_CHECK(x.data_type() != kInt, DtypeError,
-              "Mean: needs a float tensor, got int32");
+              "Mean: needs a float32 tensor, got int32");
   Tensor s = Sum(x, axes, keepdims);
   const size_t count = s.Size() ? x.Size() / s.Size() : 0;
   return MulScalar(s, count ? 1.0f / static_cast<float>(count) : NAN);
