@@ -173,7 +173,7 @@ class Tensor:
                 raise TypeError(f"transpose: axes must be ints, got {axes}")
             if not -n <= a < n:
                 raise IndexError(f"transpose: axis {a} is out of range for shape {self.shape}")
-            norm.append(a % n)
+            norm.append(int(a) % n)
         return _wrap(self.data.Transpose(norm))
 
     def contiguous(self):
@@ -214,7 +214,9 @@ class Tensor:
 
     def copy_from_numpy(self, np_array, offset=0):
         """Copies a NumPy array's elements into this tensor from offset."""
-        arr = np.ascontiguousarray(np_array, dtype=_TO_NUMPY[self.dtype])
+        arr = np.asarray(np_array, dtype=_TO_NUMPY[self.dtype])
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")
         self.data.CopyDataFromHostPtr(arr, offset)
 
     def copy_from(self, t):
@@ -508,7 +510,8 @@ def from_numpy(np_array, dev=None):
              np.dtype(np.int32): int32}[arr.dtype]
     if dev is not None and not isinstance(dev, _cw.Device):
         raise TypeError(f"from_numpy: device must be a singa device, got {type(dev).__name__}")
-    arr = np.ascontiguousarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
     ct = CTensor(arr.shape, dev, dtype)
     ct.CopyDataFromHostPtr(arr)
     return _wrap(ct)

@@ -143,10 +143,14 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   Strides bsa = BroadcastStrides(va_view, batch, name);
   Strides bsb = BroadcastStrides(vb_view, batch, name);
   const int64_t nbatch = static_cast<int64_t>(Product(batch));
-  if (out.Size() == 0) return out;
+  // 1-D operands lose their promoted axis in the result, as in NumPy.
+  Shape final_shape = batch;
+  if (a.nDim() != 1) final_shape.push_back(m);
+  if (b.nDim() != 1) final_shape.push_back(n);
+  if (out.Size() == 0) return out.Reshape(final_shape);
   if (k == 0) {
     out.SetValue(0.f);
-    return out;
+    return out.Reshape(final_shape);
   }
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
       [&](Context*) {
@@ -166,13 +170,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
         });
       },
       {ta.block(), tb.block()}, {out.block()}));
-  if (a.nDim() == 1 || b.nDim() == 1) {
-    Shape s = batch;
-    if (a.nDim() != 1) s.push_back(m);
-    if (b.nDim() != 1) s.push_back(n);
-    return out.Reshape(s);
-  }
-  return out;
+  return out.Reshape(final_shape);
 }
 
 void Axpy(float alpha, const Tensor& x, Tensor* y) {
