@@ -5,8 +5,10 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "singa/core/common.h"
@@ -26,7 +28,7 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // Allocates size bytes; throws MemoryError naming the size on failure.
   std::shared_ptr<Block> NewBlock(size_t size);
-  void FreeBlock(void* ptr) { Free(ptr); }
+  void FreeBlock(void* ptr, size_t size) { Free(ptr, size); }
 
   // Copies nbytes between blocks (either may be host memory when the
   // direction says so), offsets in bytes.
@@ -52,7 +54,7 @@ class Device : public std::enable_shared_from_this<Device> {
  protected:
   explicit Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
   virtual void* Malloc(size_t size) = 0;
-  virtual void Free(void* ptr) = 0;
+  virtual void Free(void* ptr, size_t size) = 0;
 
   int id_;
   Context ctx_;
@@ -60,6 +62,7 @@ class Device : public std::enable_shared_from_this<Device> {
 
 class CppCPU : public Device {
  public:
+  ~CppCPU() override;
   // Each CppCPU made here is a separate device with a fresh id; tensors on
   // two of them may not be mixed in one op.
   CppCPU();
@@ -69,7 +72,14 @@ class CppCPU : public Device {
 
  protected:
   void* Malloc(size_t size) override;
-  void Free(void* ptr) override;
+  void Free(void* ptr, size_t size) override;
+
+ private:
+  // Freed large buffers kept for reuse, by rounded size: fresh pages from
+  // the OS cost a page fault each, which would dominate streaming ops.
+  std::mutex cache_mutex_;
+  std::unordered_map<size_t, std::vector<void*>> cache_;
+  size_t cached_bytes_ = 0;
 };
 
 // The process-wide default device (a CppCPU).

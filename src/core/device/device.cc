@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include <sys/mman.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -33,7 +35,7 @@ Strides ContiguousStrides(const Shape& shape) {
 }
 
 Block::~Block() {
-  if (data_ && device_) device_->FreeBlock(data_);
+  if (data_ && device_) device_->FreeBlock(data_, size_);
 }
 
 std::shared_ptr<Block> Device::NewBlock(size_t size) {
@@ -65,14 +67,57 @@ void CppCPU::CopyDataToFrom(void* dst, const void* src, size_t nbytes,
   if (nbytes) std::memcpy(dst, src, nbytes);
 }
 
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+// Buffers from this size on are 2 MiB aligned, huge-page advised and cached.
+constexpr size_t kLargeBuffer = 2 * kHugePage;
+// Upper bound on the bytes the cache may hold.
+constexpr size_t kCacheLimit = size_t(512) << 20;
+
+size_t RoundLarge(size_t size) { return (size + kHugePage - 1) / kHugePage * kHugePage; }
+}  // namespace
+
 void* CppCPU::Malloc(size_t size) {
   if (size == 0) return nullptr;
+  if (size >= kLargeBuffer) {
+    const size_t rounded = RoundLarge(size);
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      auto it = cache_.find(rounded);
+      if (it != cache_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= rounded;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kHugePage, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
+  }
   // 64-byte alignment lets AVX-512 loads start on a cache line.
-  size_t rounded = (size + 63) / 64 * 64;
-  return std::aligned_alloc(64, rounded);
+  return std::aligned_alloc(64, (size + 63) / 64 * 64);
 }
 
-void CppCPU::Free(void* ptr) { std::free(ptr); }
+void CppCPU::Free(void* ptr, size_t size) {
+  if (size >= kLargeBuffer) {
+    const size_t rounded = RoundLarge(size);
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cached_bytes_ + rounded <= kCacheLimit) {
+      cache_[rounded].push_back(ptr);
+      cached_bytes_ += rounded;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+CppCPU::~CppCPU() {
+  for (auto& kv : cache_)
+    for (void* p : kv.second) std::free(p);
+}
 
 std::shared_ptr<Device> DefaultDevice() {
   static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(0);
