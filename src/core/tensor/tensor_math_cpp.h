@@ -214,9 +214,49 @@ inline int32_t Convert<int32_t, float>(float x) {
 }
 }  // namespace cpu
 
+namespace cpu {
+// Copies a transposed 2-D pattern (input stride 1 on the second-to-last
+// loop axis, output stride 1 on the last) in square tiles, so both sides
+// are read and written a cache line at a time.
+template <typename TI, typename TO>
+bool TiledTranspose(const ElemSpace& sp, const TI* x, TO* y) {
+  const int d = sp.ndim;
+  if (d < 2 || sp.stride[0][d - 1] != 1 || sp.stride[1][d - 2] != 1 ||
+      sp.stride[1][d - 1] == 1)
+    return false;
+  constexpr int64_t kTile = 32;
+  const int64_t rows = sp.shape[d - 2], cols = sp.shape[d - 1];
+  const int64_t ys = sp.stride[0][d - 2], xs = sp.stride[1][d - 1];
+  const int64_t outer = sp.size / (rows * cols);
+  const int64_t rt = (rows + kTile - 1) / kTile, ct = (cols + kTile - 1) / kTile;
+  const int nth = Threads(sp.size);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nth) if (nth > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t t = 0; t < rt * ct; ++t) {
+      int64_t yo = 0, xo = 0, r = o;
+      for (int k = d - 3; k >= 0; --k) {
+        const int64_t i = r % sp.shape[k];
+        r /= sp.shape[k];
+        yo += i * sp.stride[0][k];
+        xo += i * sp.stride[1][k];
+      }
+      const int64_t r0 = (t / ct) * kTile, c0 = (t % ct) * kTile;
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t i = r0; i < r1; ++i) {
+        TO* yr = y + yo + i * ys;
+        const TI* xr = x + xo + i;
+        for (int64_t j = c0; j < c1; ++j) yr[j] = Convert<TO>(xr[j * xs]);
+      }
+    }
+  }
+  return true;
+}
+}  // namespace cpu
+
 template <>
 template <typename TI, typename TO>
 void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y) {
+  if (sp.size >= 4096 && cpu::TiledTranspose(sp, x, y)) return;
   const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
   cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
     TO* yo = y + off[0];
