@@ -59,3 +59,4 @@
 
 %include "core_device.i"
 %include "core_tensor.i"
+%include "core_nn.i"

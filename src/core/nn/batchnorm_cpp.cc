@@ -74,7 +74,7 @@ void BatchNormForwardTraining(const float* x, const float* scale,
                               float eps) {
   CheckArgs("BatchNormForwardTraining", n, c, hw, eps);
   const double count = double(n) * hw;
-  const long work = long(n) * c * hw;
+  [[maybe_unused]] const long work = long(n) * c * hw;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int ch = 0; ch < c; ++ch) {
     double sum = 0.0;
@@ -98,7 +98,7 @@ void BatchNormForwardInference(const float* x, const float* scale,
                                const float* running_var, float* y, int n,
                                int c, int hw, float eps) {
   CheckArgs("BatchNormForwardInference", n, c, hw, eps);
-  const long work = long(n) * c * hw;
+  [[maybe_unused]] const long work = long(n) * c * hw;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int ch = 0; ch < c; ++ch) {
     const double a =
@@ -113,7 +113,7 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
                        float eps) {
   CheckArgs("BatchNormBackward", n, c, hw, eps);
   const double count = double(n) * hw;
-  const long work = long(n) * c * hw;
+  [[maybe_unused]] const long work = long(n) * c * hw;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int ch = 0; ch < c; ++ch) {
     const float mu = mean[ch];

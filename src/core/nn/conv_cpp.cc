@@ -123,6 +123,10 @@ inline void ZeroRun(float* __restrict d, int n) {
 
 struct Geometry {
   int h, w, kh, kw, pad_t, pad_l, sh, sw, dh, dw, oh, ow;
+  // For each kernel row ki (column kj), the output rows [ylo, yhi) (columns
+  // [xlo, xhi)) whose tap lands inside the image. Computed once per call:
+  // the integer divisions behind them would otherwise be paid per channel.
+  std::vector<int> ylo, yhi, xlo, xhi;
 };
 
 // Unfolds output rows [oy0, oy1) of one channel plane into kh*kw rows of col,
@@ -134,15 +138,12 @@ void Im2ColChannel(const float* __restrict plane, const Geometry& g, int oy0,
   const size_t rstep = size_t(g.sh) * g.w;
   for (int ki = 0; ki < g.kh; ++ki) {
     const int offy = ki * g.dh - g.pad_t;
-    int ylo, yhi;
-    ValidRange(g.oh, g.sh, offy, g.h, &ylo, &yhi);
-    ylo = std::clamp(ylo, oy0, oy1);
-    yhi = std::clamp(yhi, ylo, oy1);
+    const int ylo = std::clamp(g.ylo[ki], oy0, oy1);
+    const int yhi = std::clamp(g.yhi[ki], ylo, oy1);
     for (int kj = 0; kj < g.kw; ++kj) {
       float* dst = col + size_t(ki * g.kw + kj) * ld;
       const int offx = kj * g.dw - g.pad_l;
-      int xlo, xhi;
-      ValidRange(ow, s, offx, g.w, &xlo, &xhi);
+      const int xlo = g.xlo[kj], xhi = g.xhi[kj];
       ZeroRun(dst, (ylo - oy0) * ow);
       ZeroRun(dst + size_t(yhi - oy0) * ow, (oy1 - yhi) * ow);
       const float* src = plane + ptrdiff_t(ylo * g.sh + offy) * g.w + offx;
@@ -175,14 +176,11 @@ void Col2ImChannel(const float* __restrict col, const Geometry& g, size_t ld,
   if (zero) ZeroRun(plane, g.h * g.w);
   for (int ki = 0; ki < g.kh; ++ki) {
     const int offy = ki * g.dh - g.pad_t;
-    int ylo, yhi;
-    ValidRange(g.oh, g.sh, offy, g.h, &ylo, &yhi);
-    ylo = std::clamp(ylo, oy0, oy1);
-    yhi = std::clamp(yhi, ylo, oy1);
+    const int ylo = std::clamp(g.ylo[ki], oy0, oy1);
+    const int yhi = std::clamp(g.yhi[ki], ylo, oy1);
     for (int kj = 0; kj < g.kw; ++kj) {
       const int offx = kj * g.dw - g.pad_l;
-      int xlo, xhi;
-      ValidRange(ow, s, offx, g.w, &xlo, &xhi);
+      const int xlo = g.xlo[kj], xhi = g.xhi[kj];
       const float* src =
           col + size_t(ki * g.kw + kj) * ld + size_t(ylo - oy0) * ow;
       float* d = plane + ptrdiff_t(ylo * g.sh + offy) * g.w + offx;
@@ -199,9 +197,17 @@ void Col2ImChannel(const float* __restrict col, const Geometry& g, size_t ld,
 
 Geometry MakeGeometry(int h, int w, int kh, int kw, int pad_t, int pad_l,
                       int pad_b, int pad_r, int sh, int sw, int dh, int dw) {
-  Geometry g{h, w, kh, kw, pad_t, pad_l, sh, sw, dh, dw, 0, 0};
+  Geometry g{h, w, kh, kw, pad_t, pad_l, sh, sw, dh, dw, 0, 0, {}, {}, {}, {}};
   g.oh = WindowOutputSize(h, kh, sh, pad_t, pad_b, dh);
   g.ow = WindowOutputSize(w, kw, sw, pad_l, pad_r, dw);
+  g.ylo.resize(kh);
+  g.yhi.resize(kh);
+  g.xlo.resize(kw);
+  g.xhi.resize(kw);
+  for (int ki = 0; ki < kh; ++ki)
+    ValidRange(g.oh, sh, ki * dh - pad_t, h, &g.ylo[ki], &g.yhi[ki]);
+  for (int kj = 0; kj < kw; ++kj)
+    ValidRange(g.ow, sw, kj * dw - pad_l, w, &g.xlo[kj], &g.xhi[kj]);
   return g;
 }
 
@@ -333,7 +339,7 @@ const float* TileOutputMatrix(const float* dy, const ConvParams& p,
 void TransposeInto(const float* src, int rows, int cols, bool accumulate,
                    float* dst) {
   constexpr int kTile = 32;
-  const long work = long(rows) * cols;
+  [[maybe_unused]] const long work = long(rows) * cols;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int c0 = 0; c0 < cols; c0 += kTile) {
     const int c1 = std::min(cols, c0 + kTile);
@@ -470,7 +476,7 @@ void Im2Col(const float* im, int c, int h, int w, int kh, int kw, int pad_t,
       MakeGeometry(h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh, sw, dh, dw);
   const size_t N = size_t(g.oh) * g.ow;
   const size_t kk = size_t(kh) * kw;
-  const long work = long(c) * long(kk * N);
+  [[maybe_unused]] const long work = long(c) * long(kk * N);
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int ci = 0; ci < c; ++ci)
     Im2ColChannel(im + size_t(ci) * h * w, g, 0, g.oh, col + ci * kk * N, N);
@@ -485,7 +491,7 @@ void Col2Im(const float* col, int c, int h, int w, int kh, int kw, int pad_t,
       MakeGeometry(h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh, sw, dh, dw);
   const size_t N = size_t(g.oh) * g.ow;
   const size_t kk = size_t(kh) * kw;
-  const long work = long(c) * long(kk * N);
+  [[maybe_unused]] const long work = long(c) * long(kk * N);
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int ci = 0; ci < c; ++ci)
     Col2ImChannel(col + ci * kk * N, g, N, 0, g.oh, true,

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "singa/core/nn_kernels.h"
@@ -54,43 +55,69 @@ inline int CountTaps(int start, int kernel, int dil, int lo, int hi) {
   return cnt;
 }
 
-// Per-axis tap counts for the average-pool divisor. The divisor of output
-// (oy, ox) is rows[oy] * cols[ox] because the window is a Cartesian product.
-void AvgDivisorFactors(const PoolParams& p, std::vector<int>* rows,
-                       std::vector<int>* cols) {
-  const int oh = p.oh(), ow = p.ow();
-  rows->resize(oh);
-  cols->resize(ow);
+// Everything about a pooling call that does not depend on the plane,
+// computed once instead of per plane and row.
+struct Plan {
+  int oh, ow;
+  // Per kernel column kj: input offset of the tap relative to ox * sw, and
+  // the output columns [lo, hi) for which it lands inside the row.
+  std::vector<int> off, lo, hi;
+  // Average pooling divisor of output (oy, ox) is rows[oy] * cols[ox]: the
+  // window is a Cartesian product, so the counted cells factor per axis.
+  std::vector<int> rows, cols;
+};
+
+Plan MakePlan(const PoolParams& p, bool divisors) {
+  Plan pl;
+  pl.oh = p.oh();
+  pl.ow = p.ow();
+  pl.off.resize(p.kw);
+  pl.lo.resize(p.kw);
+  pl.hi.resize(p.kw);
+  for (int kj = 0; kj < p.kw; ++kj) {
+    pl.off[kj] = kj * p.dw - p.pad_l;
+    ValidRange(pl.ow, p.sw, pl.off[kj], p.w, &pl.lo[kj], &pl.hi[kj]);
+  }
+  if (!divisors) return pl;
+  pl.rows.resize(pl.oh);
+  pl.cols.resize(pl.ow);
   const int ylo = p.count_include_pad ? -p.pad_t : 0;
   const int yhi = p.count_include_pad ? p.h + p.pad_b : p.h;
   const int xlo = p.count_include_pad ? -p.pad_l : 0;
   const int xhi = p.count_include_pad ? p.w + p.pad_r : p.w;
-  for (int oy = 0; oy < oh; ++oy)
-    (*rows)[oy] = CountTaps(oy * p.sh - p.pad_t, p.kh, p.dh, ylo, yhi);
-  for (int ox = 0; ox < ow; ++ox)
-    (*cols)[ox] = CountTaps(ox * p.sw - p.pad_l, p.kw, p.dw, xlo, xhi);
+  for (int oy = 0; oy < pl.oh; ++oy)
+    pl.rows[oy] = CountTaps(oy * p.sh - p.pad_t, p.kh, p.dh, ylo, yhi);
+  for (int ox = 0; ox < pl.ow; ++ox)
+    pl.cols[ox] = CountTaps(ox * p.sw - p.pad_l, p.kw, p.dw, xlo, xhi);
+  return pl;
 }
 
-template <bool kArgmax>
-void MaxPoolPlane(const float* x, float* y, int32_t* arg,
-                  const PoolParams& p, int oh, int ow) {
+// The horizontal stride is a template parameter (0 = read it at run time)
+// because with a known stride of 1 or 2 the compiler turns the strided loads
+// of the inner loops into vector loads and shuffles.
+template <int S>
+inline int Stride(const PoolParams& p) {
+  return S > 0 ? S : p.sw;
+}
+
+template <int S, bool kArgmax>
+void MaxPoolPlane(const float* x, float* y, int32_t* arg, const PoolParams& p,
+                  const Plan& pl) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int oy = 0; oy < oh; ++oy) {
+  const int s = Stride<S>(p), ow = pl.ow;
+  for (int oy = 0; oy < pl.oh; ++oy) {
     float* yr = y + size_t(oy) * ow;
     int32_t* ar = kArgmax ? arg + size_t(oy) * ow : nullptr;
-    std::fill(yr, yr + ow, ninf);
-    if (kArgmax) std::fill(ar, ar + ow, -1);
+    for (int ox = 0; ox < ow; ++ox) yr[ox] = ninf;
+    if (kArgmax)
+      for (int ox = 0; ox < ow; ++ox) ar[ox] = -1;
     for (int ki = 0; ki < p.kh; ++ki) {
       const int iy = oy * p.sh - p.pad_t + ki * p.dh;
       if (iy < 0 || iy >= p.h) continue;
       for (int kj = 0; kj < p.kw; ++kj) {
-        const int offx = kj * p.dw - p.pad_l;
-        int lo, hi;
-        ValidRange(ow, p.sw, offx, p.w, &lo, &hi);
-        const int base = iy * p.w + offx;
+        const int base = iy * p.w + pl.off[kj];
         const float* src = x + base;
-        const int s = p.sw;
-        for (int ox = lo; ox < hi; ++ox) {
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) {
           const float v = src[ox * s];
           // Strict '>' keeps the first maximum in scan order; v != v lets NaN
           // win so it propagates, matching PyTorch.
@@ -103,27 +130,24 @@ void MaxPoolPlane(const float* x, float* y, int32_t* arg,
   }
 }
 
-void AvgPoolPlane(const float* x, float* y, const PoolParams& p, int oh,
-                  int ow, const std::vector<int>& rows,
-                  const std::vector<int>& cols) {
-  for (int oy = 0; oy < oh; ++oy) {
+template <int S>
+void AvgPoolPlane(const float* x, float* y, const PoolParams& p,
+                  const Plan& pl) {
+  const int s = Stride<S>(p), ow = pl.ow;
+  for (int oy = 0; oy < pl.oh; ++oy) {
     float* yr = y + size_t(oy) * ow;
-    std::fill(yr, yr + ow, 0.f);
+    for (int ox = 0; ox < ow; ++ox) yr[ox] = 0.f;
     for (int ki = 0; ki < p.kh; ++ki) {
       const int iy = oy * p.sh - p.pad_t + ki * p.dh;
       if (iy < 0 || iy >= p.h) continue;
       for (int kj = 0; kj < p.kw; ++kj) {
-        const int offx = kj * p.dw - p.pad_l;
-        int lo, hi;
-        ValidRange(ow, p.sw, offx, p.w, &lo, &hi);
-        const float* src = x + size_t(iy) * p.w + offx;
-        const int s = p.sw;
-        for (int ox = lo; ox < hi; ++ox) yr[ox] += src[ox * s];
+        const float* src = x + size_t(iy) * p.w + pl.off[kj];
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) yr[ox] += src[ox * s];
       }
     }
-    const int ry = rows[oy];
+    const int ry = pl.rows[oy];
     for (int ox = 0; ox < ow; ++ox) {
-      const int d = ry * cols[ox];
+      const int d = ry * pl.cols[ox];
       // A window with nothing to count (only possible when it lies wholly in
       // padding with count_include_pad off) averages to zero.
       yr[ox] = d > 0 ? yr[ox] / float(d) : 0.f;
@@ -131,30 +155,39 @@ void AvgPoolPlane(const float* x, float* y, const PoolParams& p, int oh,
   }
 }
 
+template <int S>
 void AvgPoolPlaneBackward(const float* dy, float* dx, const PoolParams& p,
-                          int oh, int ow, const std::vector<int>& rows,
-                          const std::vector<int>& cols, float* g) {
+                          const Plan& pl, float* g) {
+  const int s = Stride<S>(p), ow = pl.ow;
   std::fill(dx, dx + size_t(p.h) * p.w, 0.f);
-  for (int oy = 0; oy < oh; ++oy) {
+  for (int oy = 0; oy < pl.oh; ++oy) {
     const float* dr = dy + size_t(oy) * ow;
-    const int ry = rows[oy];
+    const int ry = pl.rows[oy];
     for (int ox = 0; ox < ow; ++ox) {
-      const int d = ry * cols[ox];
+      const int d = ry * pl.cols[ox];
       g[ox] = d > 0 ? dr[ox] / float(d) : 0.f;
     }
     for (int ki = 0; ki < p.kh; ++ki) {
       const int iy = oy * p.sh - p.pad_t + ki * p.dh;
       if (iy < 0 || iy >= p.h) continue;
       for (int kj = 0; kj < p.kw; ++kj) {
-        const int offx = kj * p.dw - p.pad_l;
-        int lo, hi;
-        ValidRange(ow, p.sw, offx, p.w, &lo, &hi);
-        float* dst = dx + size_t(iy) * p.w + offx;
-        const int s = p.sw;
-        for (int ox = lo; ox < hi; ++ox) dst[ox * s] += g[ox];
+        float* dst = dx + size_t(iy) * p.w + pl.off[kj];
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) dst[ox * s] += g[ox];
       }
     }
   }
+}
+
+// Calls f(std::integral_constant<int, S>) with S = sw for the strides worth
+// specialising, S = 0 otherwise.
+template <typename F>
+void DispatchStride(int sw, F f) {
+  if (sw == 1)
+    f(std::integral_constant<int, 1>());
+  else if (sw == 2)
+    f(std::integral_constant<int, 2>());
+  else
+    f(std::integral_constant<int, 0>());
 }
 
 }  // namespace
@@ -187,19 +220,23 @@ void PoolParams::Validate() const {
 void MaxPool2dForward(const float* x, float* y, int32_t* argmax,
                       const PoolParams& p) {
   p.Validate();
-  const int oh = p.oh(), ow = p.ow();
+  const Plan pl = MakePlan(p, false);
   const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w, out_plane = size_t(oh) * ow;
-  const long work = planes * long(out_plane) * p.kh * p.kw;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (long q = 0; q < planes; ++q) {
-    if (argmax)
-      MaxPoolPlane<true>(x + q * in_plane, y + q * out_plane,
-                         argmax + q * out_plane, p, oh, ow);
-    else
-      MaxPoolPlane<false>(x + q * in_plane, y + q * out_plane, nullptr, p, oh,
-                          ow);
-  }
+    for (long q = 0; q < planes; ++q) {
+      if (argmax)
+        MaxPoolPlane<S, true>(x + q * in_plane, y + q * out_plane,
+                              argmax + q * out_plane, p, pl);
+      else
+        MaxPoolPlane<S, false>(x + q * in_plane, y + q * out_plane, nullptr,
+                               p, pl);
+    }
+  });
 }
 
 void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
@@ -208,7 +245,7 @@ void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
   const long planes = long(p.n) * p.c;
   const size_t in_plane = size_t(p.h) * p.w;
   const size_t out_plane = size_t(p.oh()) * p.ow();
-  const long work = planes * long(in_plane + out_plane);
+  [[maybe_unused]] const long work = planes * long(in_plane + out_plane);
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (long q = 0; q < planes; ++q) {
     float* d = dx + q * in_plane;
@@ -222,34 +259,38 @@ void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
 
 void AvgPool2dForward(const float* x, float* y, const PoolParams& p) {
   p.Validate();
-  const int oh = p.oh(), ow = p.ow();
-  std::vector<int> rows, cols;
-  AvgDivisorFactors(p, &rows, &cols);
+  const Plan pl = MakePlan(p, true);
   const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w, out_plane = size_t(oh) * ow;
-  const long work = planes * long(out_plane) * p.kh * p.kw;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (long q = 0; q < planes; ++q)
-    AvgPoolPlane(x + q * in_plane, y + q * out_plane, p, oh, ow, rows, cols);
+    for (long q = 0; q < planes; ++q)
+      AvgPoolPlane<S>(x + q * in_plane, y + q * out_plane, p, pl);
+  });
 }
 
 void AvgPool2dBackward(const float* dy, float* dx, const PoolParams& p) {
   p.Validate();
-  const int oh = p.oh(), ow = p.ow();
-  std::vector<int> rows, cols;
-  AvgDivisorFactors(p, &rows, &cols);
+  const Plan pl = MakePlan(p, true);
   const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w, out_plane = size_t(oh) * ow;
-  const long work = planes * long(out_plane) * p.kh * p.kw;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
 #pragma omp parallel if (work > kParallelWork)
-  {
-    // Per-row scaled gradients, one scratch row per thread.
-    std::vector<float> g(ow);
+    {
+      // Per-row scaled gradients, one scratch row per thread.
+      std::vector<float> g(pl.ow);
 #pragma omp for schedule(static)
-    for (long q = 0; q < planes; ++q)
-      AvgPoolPlaneBackward(dy + q * out_plane, dx + q * in_plane, p, oh, ow,
-                           rows, cols, g.data());
-  }
+      for (long q = 0; q < planes; ++q)
+        AvgPoolPlaneBackward<S>(dy + q * out_plane, dx + q * in_plane, p, pl,
+                                g.data());
+    }
+  });
 }
 
 }  // namespace cpu

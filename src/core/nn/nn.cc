@@ -1,0 +1,333 @@
+// Checks and tensor plumbing around the CPU kernels of nn_kernels.h.
+#include "singa/core/nn.h"
+
+#include <climits>
+#include <stdexcept>
+
+#include "singa/core/nn_kernels.h"
+
+namespace singa {
+
+namespace {
+
+int ToInt(size_t v, const char* op, const Shape& shape) {
+  SINGA_CHECK(v <= static_cast<size_t>(INT_MAX), ShapeError, op, ": shape ",
+              shape, " is too large for the CPU kernels");
+  return static_cast<int>(v);
+}
+
+void CheckFloat(const char* op, const Tensor& t, const char* what) {
+  SINGA_CHECK(t.data_type() == kFloat32, DtypeError, op, ": ", what,
+              " must be float32, got ", DataTypeName(t.data_type()));
+  SINGA_CHECK(t.device()->is_host(), NotImplementedError, op,
+              ": no kernel for device ", t.device()->name());
+}
+
+std::vector<int> Pair(const std::vector<int>& v, const char* op, const char* what) {
+  SINGA_CHECK(v.size() == 2, ValueError, op, ": ", what,
+              " needs 2 values (h, w), got ", v.size());
+  return v;
+}
+
+std::vector<int> Pads(const std::vector<int>& v, const char* op) {
+  SINGA_CHECK(v.size() == 4, ValueError, op,
+              ": pads need 4 values (top, left, bottom, right), got ", v.size());
+  for (int p : v) SINGA_CHECK(p >= 0, ValueError, op, ": pads ", v, " are negative");
+  return v;
+}
+
+// Runs a kernel, turning its std::invalid_argument into a ShapeError.
+template <typename Fn>
+void RunKernel(const char* op, const Tensor& out, Fn&& fn) {
+  try {
+    out.device()->Exec([&](Context*) { fn(); }, {}, {out.block()});
+  } catch (const std::invalid_argument& e) {
+    SINGA_THROW(ShapeError, op, ": ", e.what());
+  }
+}
+
+cpu::ConvParams MakeConv(const char* op, const Shape& xs, const Shape& ws,
+                         const std::vector<int>& stride, const std::vector<int>& pads,
+                         const std::vector<int>& dilation, int groups) {
+  SINGA_CHECK(xs.size() == 4, ShapeError, op, ": input must be 4-D NCHW, got shape ", xs);
+  SINGA_CHECK(ws.size() == 4, ShapeError, op, ": weight must be 4-D (O, I/groups, kH, kW), got shape ", ws);
+  SINGA_CHECK(groups >= 1, ValueError, op, ": groups must be positive, got ", groups);
+  SINGA_CHECK(ws[1] * static_cast<size_t>(groups) == xs[1], ShapeError, op, ": input shape ", xs,
+              " has ", xs[1], " channels but weight shape ", ws, " with groups=", groups,
+              " expects ", ws[1] * groups);
+  auto s = Pair(stride, op, "stride");
+  auto d = Pair(dilation, op, "dilation");
+  auto p = Pads(pads, op);
+  cpu::ConvParams cp;
+  cp.n = ToInt(xs[0], op, xs);
+  cp.c = ToInt(xs[1], op, xs);
+  cp.h = ToInt(xs[2], op, xs);
+  cp.w = ToInt(xs[3], op, xs);
+  cp.oc = ToInt(ws[0], op, ws);
+  cp.kh = ToInt(ws[2], op, ws);
+  cp.kw = ToInt(ws[3], op, ws);
+  cp.sh = s[0];
+  cp.sw = s[1];
+  cp.pad_t = p[0];
+  cp.pad_l = p[1];
+  cp.pad_b = p[2];
+  cp.pad_r = p[3];
+  cp.dh = d[0];
+  cp.dw = d[1];
+  cp.groups = groups;
+  try {
+    cp.Validate();
+  } catch (const std::invalid_argument& e) {
+    SINGA_THROW(ShapeError, op, ": ", e.what());
+  }
+  return cp;
+}
+
+cpu::PoolParams MakePool(const char* op, const Shape& xs, const std::vector<int>& kernel,
+                         const std::vector<int>& stride, const std::vector<int>& pads,
+                         const std::vector<int>& dilation, bool ceil_mode,
+                         bool count_include_pad) {
+  SINGA_CHECK(xs.size() == 4, ShapeError, op, ": input must be 4-D NCHW, got shape ", xs);
+  auto k = Pair(kernel, op, "kernel");
+  auto s = Pair(stride, op, "stride");
+  auto d = Pair(dilation, op, "dilation");
+  auto p = Pads(pads, op);
+  cpu::PoolParams pp;
+  pp.n = ToInt(xs[0], op, xs);
+  pp.c = ToInt(xs[1], op, xs);
+  pp.h = ToInt(xs[2], op, xs);
+  pp.w = ToInt(xs[3], op, xs);
+  pp.kh = k[0];
+  pp.kw = k[1];
+  pp.sh = s[0];
+  pp.sw = s[1];
+  pp.pad_t = p[0];
+  pp.pad_l = p[1];
+  pp.pad_b = p[2];
+  pp.pad_r = p[3];
+  pp.dh = d[0];
+  pp.dw = d[1];
+  pp.ceil_mode = ceil_mode;
+  pp.count_include_pad = count_include_pad;
+  try {
+    pp.Validate();
+  } catch (const std::invalid_argument& e) {
+    SINGA_THROW(ShapeError, op, ": ", e.what());
+  }
+  return pp;
+}
+
+}  // namespace
+
+Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
+                     const std::vector<int>& stride, const std::vector<int>& pads,
+                     const std::vector<int>& dilation, int groups) {
+  const char* op = "Conv2d";
+  CheckFloat(op, x, "input");
+  CheckFloat(op, w, "weight");
+  CheckSameDevice(op, x, w);
+  cpu::ConvParams p = MakeConv(op, x.shape(), w.shape(), stride, pads, dilation, groups);
+  Tensor bc;
+  if (!b.empty()) {
+    CheckFloat(op, b, "bias");
+    CheckSameDevice(op, x, b);
+    SINGA_CHECK(b.Size() == static_cast<size_t>(p.oc), ShapeError, op, ": bias of shape ",
+                b.shape(), " does not match ", p.oc, " output channels");
+    bc = b.Contiguous();
+  }
+  Tensor xc = x.Contiguous(), wc = w.Contiguous();
+  Tensor y({x.shape()[0], w.shape()[0], size_t(p.oh()), size_t(p.ow())}, x.device());
+  RunKernel(op, y, [&] {
+    cpu::Conv2dForward(xc.data<float>(), wc.data<float>(),
+                       bc.empty() ? nullptr : bc.data<float>(), y.mutable_data<float>(), p);
+  });
+  return y;
+}
+
+Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                          const std::vector<int>& stride, const std::vector<int>& pads,
+                          const std::vector<int>& dilation, int groups) {
+  const char* op = "Conv2dBackwardData";
+  CheckFloat(op, dy, "gradient");
+  CheckFloat(op, w, "weight");
+  CheckSameDevice(op, dy, w);
+  cpu::ConvParams p = MakeConv(op, x_shape, w.shape(), stride, pads, dilation, groups);
+  Shape ys = {x_shape[0], w.shape()[0], size_t(p.oh()), size_t(p.ow())};
+  SINGA_CHECK(dy.shape() == ys, ShapeError, op, ": gradient of shape ", dy.shape(),
+              " should be ", ys);
+  Tensor dyc = dy.Contiguous(), wc = w.Contiguous();
+  Tensor dx(x_shape, dy.device());
+  RunKernel(op, dx, [&] {
+    cpu::Conv2dBackwardData(dyc.data<float>(), wc.data<float>(), dx.mutable_data<float>(), p);
+  });
+  return dx;
+}
+
+Tensor Conv2dBackwardWeight(const Tensor& x, const Tensor& dy, const Shape& w_shape,
+                            const std::vector<int>& stride, const std::vector<int>& pads,
+                            const std::vector<int>& dilation, int groups) {
+  const char* op = "Conv2dBackwardWeight";
+  CheckFloat(op, x, "input");
+  CheckFloat(op, dy, "gradient");
+  CheckSameDevice(op, x, dy);
+  cpu::ConvParams p = MakeConv(op, x.shape(), w_shape, stride, pads, dilation, groups);
+  Shape ys = {x.shape()[0], w_shape[0], size_t(p.oh()), size_t(p.ow())};
+  SINGA_CHECK(dy.shape() == ys, ShapeError, op, ": gradient of shape ", dy.shape(),
+              " should be ", ys);
+  Tensor xc = x.Contiguous(), dyc = dy.Contiguous();
+  Tensor dw(w_shape, x.device());
+  RunKernel(op, dw, [&] {
+    cpu::Conv2dBackwardWeight(xc.data<float>(), dyc.data<float>(), dw.mutable_data<float>(), p);
+  });
+  return dw;
+}
+
+std::vector<Tensor> MaxPool2dForward(const Tensor& x, const std::vector<int>& kernel,
+                                     const std::vector<int>& stride,
+                                     const std::vector<int>& pads,
+                                     const std::vector<int>& dilation, bool ceil_mode) {
+  const char* op = "MaxPool2d";
+  CheckFloat(op, x, "input");
+  cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, dilation, ceil_mode, false);
+  Shape ys = {x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())};
+  Tensor xc = x.Contiguous();
+  Tensor y(ys, x.device()), argmax(ys, x.device(), kInt);
+  RunKernel(op, y, [&] {
+    cpu::MaxPool2dForward(xc.data<float>(), y.mutable_data<float>(),
+                          argmax.mutable_data<int32_t>(), p);
+  });
+  return {y, argmax};
+}
+
+Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
+                         const std::vector<int>& kernel, const std::vector<int>& stride,
+                         const std::vector<int>& pads, const std::vector<int>& dilation,
+                         bool ceil_mode) {
+  const char* op = "MaxPool2dBackward";
+  CheckFloat(op, dy, "gradient");
+  SINGA_CHECK(argmax.data_type() == kInt, DtypeError, op, ": argmax must be int32, got ",
+              DataTypeName(argmax.data_type()));
+  cpu::PoolParams p = MakePool(op, x_shape, kernel, stride, pads, dilation, ceil_mode, false);
+  Shape ys = {x_shape[0], x_shape[1], size_t(p.oh()), size_t(p.ow())};
+  SINGA_CHECK(dy.shape() == ys && argmax.shape() == ys, ShapeError, op, ": gradient ",
+              dy.shape(), " and argmax ", argmax.shape(), " should both be ", ys);
+  Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
+  Tensor dx(x_shape, dy.device());
+  RunKernel(op, dx, [&] {
+    cpu::MaxPool2dBackward(dyc.data<float>(), ac.data<int32_t>(), dx.mutable_data<float>(), p);
+  });
+  return dx;
+}
+
+Tensor AvgPool2dForward(const Tensor& x, const std::vector<int>& kernel,
+                        const std::vector<int>& stride, const std::vector<int>& pads,
+                        bool ceil_mode, bool count_include_pad) {
+  const char* op = "AvgPool2d";
+  CheckFloat(op, x, "input");
+  cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, {1, 1}, ceil_mode,
+                               count_include_pad);
+  Tensor xc = x.Contiguous();
+  Tensor y({x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())}, x.device());
+  RunKernel(op, y, [&] { cpu::AvgPool2dForward(xc.data<float>(), y.mutable_data<float>(), p); });
+  return y;
+}
+
+Tensor AvgPool2dBackward(const Tensor& dy, const Shape& x_shape,
+                         const std::vector<int>& kernel, const std::vector<int>& stride,
+                         const std::vector<int>& pads, bool ceil_mode,
+                         bool count_include_pad) {
+  const char* op = "AvgPool2dBackward";
+  CheckFloat(op, dy, "gradient");
+  cpu::PoolParams p = MakePool(op, x_shape, kernel, stride, pads, {1, 1}, ceil_mode,
+                               count_include_pad);
+  Shape ys = {x_shape[0], x_shape[1], size_t(p.oh()), size_t(p.ow())};
+  SINGA_CHECK(dy.shape() == ys, ShapeError, op, ": gradient of shape ", dy.shape(),
+              " should be ", ys);
+  Tensor dyc = dy.Contiguous();
+  Tensor dx(x_shape, dy.device());
+  RunKernel(op, dx, [&] { cpu::AvgPool2dBackward(dyc.data<float>(), dx.mutable_data<float>(), p); });
+  return dx;
+}
+
+namespace {
+// (n, c, hw) of a batch-norm input with channels on axis 1.
+void BnDims(const char* op, const Tensor& x, const Tensor& scale, int* n, int* c, int* hw) {
+  CheckFloat(op, x, "input");
+  CheckFloat(op, scale, "scale");
+  CheckSameDevice(op, x, scale);
+  SINGA_CHECK(x.nDim() >= 2, ShapeError, op, ": input must be at least 2-D (N, C, ...), got ",
+              x.shape());
+  *n = ToInt(x.shape()[0], op, x.shape());
+  *c = ToInt(x.shape()[1], op, x.shape());
+  *hw = ToInt(x.Size() / std::max<size_t>(1, x.shape()[0] * x.shape()[1]), op, x.shape());
+  SINGA_CHECK(scale.Size() == x.shape()[1], ShapeError, op, ": scale of shape ", scale.shape(),
+              " does not match ", x.shape()[1], " channels of input ", x.shape());
+}
+
+void CheckChannelVec(const char* op, const Tensor& v, int c, const char* what) {
+  CheckFloat(op, v, what);
+  SINGA_CHECK(v.Size() == static_cast<size_t>(c), ShapeError, op, ": ", what, " of shape ",
+              v.shape(), " does not match ", c, " channels");
+}
+}  // namespace
+
+std::vector<Tensor> BatchNormForwardTraining(const Tensor& x, const Tensor& scale,
+                                             const Tensor& bias, float eps) {
+  const char* op = "BatchNorm";
+  int n, c, hw;
+  BnDims(op, x, scale, &n, &c, &hw);
+  CheckChannelVec(op, bias, c, "bias");
+  SINGA_CHECK(n * static_cast<size_t>(hw) > 0, ShapeError, op,
+              ": training needs at least one value per channel, got input ", x.shape());
+  Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous();
+  Tensor y(x.shape(), x.device()), mean({size_t(c)}, x.device()), var({size_t(c)}, x.device());
+  RunKernel(op, y, [&] {
+    cpu::BatchNormForwardTraining(xc.data<float>(), sc.data<float>(), bc.data<float>(),
+                                  y.mutable_data<float>(), mean.mutable_data<float>(),
+                                  var.mutable_data<float>(), n, c, hw, eps);
+  });
+  return {y, mean, var};
+}
+
+Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Tensor& bias,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 float eps) {
+  const char* op = "BatchNorm";
+  int n, c, hw;
+  BnDims(op, x, scale, &n, &c, &hw);
+  CheckChannelVec(op, bias, c, "bias");
+  CheckChannelVec(op, running_mean, c, "running mean");
+  CheckChannelVec(op, running_var, c, "running var");
+  Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous(),
+         mc = running_mean.Contiguous(), vc = running_var.Contiguous();
+  Tensor y(x.shape(), x.device());
+  RunKernel(op, y, [&] {
+    cpu::BatchNormForwardInference(xc.data<float>(), sc.data<float>(), bc.data<float>(),
+                                   mc.data<float>(), vc.data<float>(), y.mutable_data<float>(),
+                                   n, c, hw, eps);
+  });
+  return y;
+}
+
+std::vector<Tensor> BatchNormBackward(const Tensor& x, const Tensor& dy, const Tensor& scale,
+                                      const Tensor& mean, const Tensor& var, float eps) {
+  const char* op = "BatchNormBackward";
+  int n, c, hw;
+  BnDims(op, x, scale, &n, &c, &hw);
+  CheckFloat(op, dy, "gradient");
+  SINGA_CHECK(dy.shape() == x.shape(), ShapeError, op, ": gradient of shape ", dy.shape(),
+              " does not match input ", x.shape());
+  CheckChannelVec(op, mean, c, "mean");
+  CheckChannelVec(op, var, c, "var");
+  Tensor xc = x.Contiguous(), dyc = dy.Contiguous(), sc = scale.Contiguous(),
+         mc = mean.Contiguous(), vc = var.Contiguous();
+  Tensor dx(x.shape(), x.device()), ds({size_t(c)}, x.device()), db({size_t(c)}, x.device());
+  RunKernel(op, dx, [&] {
+    cpu::BatchNormBackward(xc.data<float>(), dyc.data<float>(), sc.data<float>(),
+                           mc.data<float>(), vc.data<float>(), dx.mutable_data<float>(),
+                           ds.mutable_data<float>(), db.mutable_data<float>(), n, c, hw, eps);
+  });
+  return {dx, ds, db};
+}
+
+}  // namespace singa
