@@ -1,0 +1,366 @@
+"""How each autograd Operator class becomes ONNX nodes.
+
+An exporter is ``fn(op, ins, outs, g, leaves)``: op is the recorded
+Operator (attributes as public fields), ins / outs the ONNX value names of
+its inputs and outputs, g the GraphBuilder (g.node, g.const, g.ints,
+g.opset) and leaves, per input, the leaf Tensor when that input is one
+(else None). Scalar constants an exporter creates (clip bounds, pad
+values) are float32: singa graphs that reach these ops compute in float32.
+"""
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from singa import tensor
+from singa._onnx.errors import UnsupportedError
+
+EXPORTERS = {}
+
+
+def exports(*classes):
+    def deco(fn):
+        for c in classes:
+            EXPORTERS[c] = fn
+        return fn
+    return deco
+
+
+# ---- one node, same inputs, no attributes ----
+_SAME = {
+    "ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "SoftPlus": "Softplus",
+    "SoftSign": "Softsign", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt",
+    "Abs": "Abs", "Sign": "Sign", "Sin": "Sin", "Cos": "Cos", "Tan": "Tan",
+    "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh",
+    "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh",
+    "Erf": "Erf", "Identity": "Identity", "Negative": "Neg",
+    "Reciprocal": "Reciprocal", "Ceil": "Ceil", "Floor": "Floor",
+    # singa's rounde rounds halves to even, as ONNX Round does.
+    "Rounde": "Round", "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div",
+    "Pow": "Pow", "Less": "Less", "Greater": "Greater", "Equal": "Equal",
+    "And": "And", "Or": "Or", "Xor": "Xor", "Not": "Not", "Where": "Where",
+    "Sum": "Sum", "Mean": "Mean", "Min": "Min", "Max": "Max",
+    "Matmul": "MatMul", "PRelu": "PRelu",
+}
+
+
+def _same(onnx_type):
+    def fn(op, ins, outs, g, leaves):
+        g.node(onnx_type, ins, outs, name=op.name)
+    return fn
+
+
+for _cls, _onnx in _SAME.items():
+    exports(_cls)(_same(_onnx))
+
+
+@exports("Round")
+def _round(op, ins, outs, g, leaves):
+    raise UnsupportedError("Round rounds halves away from zero, which no ONNX "
+                           "operator does; use rounde (halves to even, ONNX Round)")
+
+
+@exports("LeakyRelu")
+def _leaky_relu(op, ins, outs, g, leaves):
+    g.node("LeakyRelu", ins, outs, name=op.name, alpha=float(op.alpha))
+
+
+@exports("Elu")
+def _elu(op, ins, outs, g, leaves):
+    g.node("Elu", ins, outs, name=op.name, alpha=float(op.alpha))
+
+
+@exports("SeLU")
+def _selu(op, ins, outs, g, leaves):
+    g.node("Selu", ins, outs, name=op.name, alpha=float(op.alpha), gamma=float(op.gamma))
+
+
+@exports("HardSigmoid")
+def _hard_sigmoid(op, ins, outs, g, leaves):
+    g.node("HardSigmoid", ins, outs, name=op.name, alpha=float(op.alpha),
+           beta=float(op.beta))
+
+
+@exports("Gelu")
+def _gelu(op, ins, outs, g, leaves):
+    if g.opset >= 20:
+        g.node("Gelu", ins, outs, name=op.name)
+        return
+    # Before opset 20: 0.5 x (1 + erf(x / sqrt(2))).
+    x = ins[0]
+    scaled = g.node("Mul", [x, g.const(np.float32(1 / math.sqrt(2)), "gelu_c")])
+    e = g.node("Erf", scaled)
+    one = g.node("Add", [e[0], g.const(np.float32(1.0), "one")])
+    half = g.node("Mul", [one[0], g.const(np.float32(0.5), "half")])
+    g.node("Mul", [x, half[0]], outs, name=op.name)
+
+
+@exports("SoftMax")
+def _softmax(op, ins, outs, g, leaves):
+    g.node("Softmax", ins, outs, name=op.name, axis=int(op.axis))
+
+
+@exports("LogSoftmax")
+def _log_softmax(op, ins, outs, g, leaves):
+    g.node("LogSoftmax", ins, outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Dropout")
+def _dropout(op, ins, outs, g, leaves):
+    # Exported for inference: training_mode is left out (false), so the
+    # node is the identity, as singa's dropout is outside training.
+    ratio = g.const(np.float32(op.ratio), f"{op.name}_ratio")
+    g.node("Dropout", [ins[0], ratio], outs, name=op.name)
+
+
+@exports("Clip")
+def _clip(op, ins, outs, g, leaves):
+    lo = "" if op.min is None else g.const(np.float32(op.min), f"{op.name}_min")
+    hi = "" if op.max is None else g.const(np.float32(op.max), f"{op.name}_max")
+    args = [ins[0], lo, hi]
+    while args[-1] == "":
+        args.pop()
+    g.node("Clip", args, outs, name=op.name)
+
+
+_CAST_TO = {tensor.float32: TensorProto.FLOAT, tensor.float16: TensorProto.FLOAT16,
+            tensor.int32: TensorProto.INT32}
+
+
+@exports("Cast")
+def _cast(op, ins, outs, g, leaves):
+    g.node("Cast", ins, outs, name=op.name, to=_CAST_TO[op.to])
+
+
+# ---- linear algebra ----
+
+@exports("Gemm")
+def _gemm(op, ins, outs, g, leaves):
+    g.node("Gemm", ins, outs, name=op.name, alpha=float(op.alpha), beta=float(op.beta),
+           transA=int(op.transA), transB=int(op.transB))
+
+
+@exports("AddBias")
+def _add_bias(op, ins, outs, g, leaves):
+    x, b = ins
+    if op.axis == 1:
+        # A per-row bias broadcasts as a column.
+        b = g.node("Unsqueeze", [b, g.ints([1], "axes")])[0]
+    g.node("Add", [x, b], outs, name=op.name)
+
+
+# ---- reductions ----
+
+def _axes_input_or_attr(g, op_type, axes, since, ins, outs, name, **attrs):
+    if axes is None:
+        g.node(op_type, ins, outs, name=name, **attrs)
+    elif g.opset >= since:
+        g.node(op_type, ins + [g.ints(axes, "axes")], outs, name=name, **attrs)
+    else:
+        g.node(op_type, ins, outs, name=name, axes=list(axes), **attrs)
+
+
+@exports("ReduceSum")
+def _reduce_sum(op, ins, outs, g, leaves):
+    axes = None if op.axes is None else _as_list(op.axes)
+    _axes_input_or_attr(g, "ReduceSum", axes, 13, ins, outs, op.name,
+                        keepdims=int(op.keepdims))
+
+
+@exports("ReduceMean")
+def _reduce_mean(op, ins, outs, g, leaves):
+    axes = None if op.axes is None else _as_list(op.axes)
+    _axes_input_or_attr(g, "ReduceMean", axes, 18, ins, outs, op.name,
+                        keepdims=int(op.keepdims))
+
+
+@exports("GlobalAveragePool")
+def _global_average_pool(op, ins, outs, g, leaves):
+    g.node("GlobalAveragePool", ins, outs, name=op.name)
+
+
+def _as_list(v):
+    return [int(v)] if isinstance(v, (int, np.integer)) else [int(a) for a in v]
+
+
+# ---- shapes ----
+
+@exports("Reshape")
+def _reshape(op, ins, outs, g, leaves):
+    # singa's reshape reads 0 as "copy the dimension", ONNX's default.
+    g.node("Reshape", [ins[0], g.ints(op.shape, "shape")], outs, name=op.name)
+
+
+@exports("Flatten")
+def _flatten(op, ins, outs, g, leaves):
+    g.node("Flatten", ins, outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Transpose")
+def _transpose(op, ins, outs, g, leaves):
+    perm = None if op.perm is None else [int(a) for a in op.perm]
+    g.node("Transpose", ins, outs, name=op.name, perm=perm)
+
+
+@exports("Squeeze")
+def _squeeze(op, ins, outs, g, leaves):
+    args = list(ins)
+    if op.axis is not None:
+        args.append(g.ints(_as_list(op.axis), "axes"))
+    g.node("Squeeze", args, outs, name=op.name)
+
+
+@exports("Unsqueeze")
+def _unsqueeze(op, ins, outs, g, leaves):
+    g.node("Unsqueeze", [ins[0], g.ints(_as_list(op.axis), "axes")], outs, name=op.name)
+
+
+@exports("Concat")
+def _concat(op, ins, outs, g, leaves):
+    g.node("Concat", ins, outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Split")
+def _split(op, ins, outs, g, leaves):
+    parts = op.parts if op.parts is not None else getattr(op, "_parts", None)
+    if parts is None:
+        if g.opset >= 18:
+            g.node("Split", ins, outs, name=op.name, axis=int(op.axis),
+                   num_outputs=int(op.num_output))
+        else:
+            g.node("Split", ins, outs, name=op.name, axis=int(op.axis))
+        return
+    g.node("Split", [ins[0], g.ints(parts, "split")], outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Slice")
+def _slice(op, ins, outs, g, leaves):
+    args = [ins[0], g.ints(op.starts, "starts"), g.ints(op.ends, "ends")]
+    if op.axes is not None or op.steps is not None:
+        axes = op.axes if op.axes is not None else list(range(len(op.starts)))
+        args.append(g.ints(axes, "axes"))
+    if op.steps is not None:
+        args.append(g.ints(op.steps, "steps"))
+    g.node("Slice", args, outs, name=op.name)
+
+
+@exports("Gather")
+def _gather(op, ins, outs, g, leaves):
+    idx = g.const(np.asarray(op.indices, np.int64), "indices")
+    g.node("Gather", [ins[0], idx], outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Embedding")
+def _embedding(op, ins, outs, g, leaves):
+    # ONNX Gather wants integer indices; singa's may be whole floats.
+    idx = g.node("Cast", [ins[0]], to=TensorProto.INT64)
+    g.node("Gather", [ins[1], idx[0]], outs, name=op.name, axis=0)
+
+
+@exports("ScatterElements")
+def _scatter_elements(op, ins, outs, g, leaves):
+    idx = g.const(np.asarray(op.indices, np.int64), "indices")
+    g.node("ScatterElements", [ins[0], idx, ins[1]], outs, name=op.name, axis=int(op.axis))
+
+
+@exports("Tile")
+def _tile(op, ins, outs, g, leaves):
+    g.node("Tile", [ins[0], g.ints(op.repeats, "repeats")], outs, name=op.name)
+
+
+@exports("Expand")
+def _expand(op, ins, outs, g, leaves):
+    g.node("Expand", [ins[0], g.ints(op.shape, "shape")], outs, name=op.name)
+
+
+@exports("Pad")
+def _pad(op, ins, outs, g, leaves):
+    args = [ins[0], g.ints(op.pads, "pads")]
+    if op.mode == "constant":
+        args.append(g.const(np.float32(op.constant), "pad_value"))
+    g.node("Pad", args, outs, name=op.name, mode=op.mode)
+
+
+@exports("UpSample")
+def _upsample(op, ins, outs, g, leaves):
+    scales = g.const(np.asarray(op.scales, np.float32), "scales")
+    g.node("Resize", [ins[0], "", scales], outs, name=op.name, mode="nearest",
+           nearest_mode="floor", coordinate_transformation_mode="asymmetric")
+
+
+@exports("DepthToSpace")
+def _depth_to_space(op, ins, outs, g, leaves):
+    g.node("DepthToSpace", ins, outs, name=op.name, blocksize=int(op.blocksize),
+           mode=op.mode)
+
+
+@exports("SpaceToDepth")
+def _space_to_depth(op, ins, outs, g, leaves):
+    g.node("SpaceToDepth", ins, outs, name=op.name, blocksize=int(op.blocksize))
+
+
+@exports("Shape")
+def _shape(op, ins, outs, g, leaves):
+    # singa's shape is int32, ONNX's int64.
+    s = g.node("Shape", ins)
+    g.node("Cast", s, outs, name=op.name, to=TensorProto.INT32)
+
+
+@exports("NonZero")
+def _nonzero(op, ins, outs, g, leaves):
+    nz = g.node("NonZero", ins)
+    g.node("Cast", nz, outs, name=op.name, to=TensorProto.INT32)
+
+
+@exports("ConstantOfShape")
+def _constant_of_shape(op, ins, outs, g, leaves):
+    from onnx import numpy_helper
+    shape = g.node("Cast", ins, to=TensorProto.INT64)
+    g.node("ConstantOfShape", shape, outs, name=op.name,
+           value=numpy_helper.from_array(np.array([op.value], np.float32)))
+
+
+@exports("OneHot")
+def _one_hot(op, ins, outs, g, leaves):
+    depth = g.const(np.int64(op.depth), "depth")
+    values = g.const(np.asarray(op.values, np.float32), "values")
+    g.node("OneHot", [ins[0], depth, values], outs, name=op.name, axis=int(op.axis))
+
+
+# ---- normalisation ----
+
+@exports("BatchNorm2d")
+def _batch_norm(op, ins, outs, g, leaves):
+    # Inference form: normalise with the running statistics (inputs 3, 4).
+    g.node("BatchNormalization", ins, outs, name=op.name, epsilon=float(op.epsilon),
+           momentum=float(op.momentum))
+
+
+@exports("LayerNorm")
+def _layer_norm(op, ins, outs, g, leaves):
+    if g.opset < 17:
+        raise UnsupportedError("LayerNormalization needs opset 17 or later")
+    g.node("LayerNormalization", ins, outs, name=op.name, axis=int(op.axis),
+           epsilon=float(op.epsilon))
+
+
+# ---- convolution and pooling ----
+
+@exports("Conv2d")
+def _conv2d(op, ins, outs, g, leaves):
+    # singa's pads are [top, left, bottom, right], ONNX's [h_begin, w_begin,
+    # h_end, w_end]: the same order. kernel_shape is left to the weight.
+    g.node("Conv", ins, outs, name=op.name, strides=list(op.strides), pads=list(op.pads),
+           dilations=list(op.dilations), group=int(op.group))
+
+
+@exports("Pooling2d", "Pooling1d")
+def _pooling(op, ins, outs, g, leaves):
+    attrs = dict(kernel_shape=list(op.kernel_shape), strides=list(op.strides),
+                 pads=list(op.pads), ceil_mode=int(op.ceil_mode))
+    if op.is_max:
+        g.node("MaxPool", ins, outs, name=op.name, dilations=list(op.dilations), **attrs)
+    else:
+        g.node("AveragePool", ins, outs, name=op.name,
+               count_include_pad=int(op.count_include_pad), **attrs)

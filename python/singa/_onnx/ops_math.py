@@ -1,0 +1,428 @@
+"""Importer handlers: element-wise math, activations, comparisons, logic,
+reductions, Cast and Clip."""
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from singa import tensor
+from singa._onnx import dtypes, fn as F
+from singa._onnx.errors import UnsupportedError, GraphError
+from singa._onnx.registry import op
+
+
+def _same_dtype(ref, t):
+    """t converted to ref's dtype (ONNX lets Pow's exponent differ)."""
+    return t if t.dtype == ref.dtype else t.as_type(ref.dtype)
+
+
+# ---- plain unary ops: ONNX name -> singa function ----
+_UNARY = {
+    "Abs": F.abs, "Neg": F.neg, "Exp": F.exp, "Log": F.log, "Sqrt": F.sqrt,
+    "Reciprocal": F.reciprocal, "Relu": F.relu, "Sigmoid": F.sigmoid,
+    "Tanh": F.tanh, "Softplus": F.softplus, "Softsign": F.softsign,
+    "Erf": F.erf, "Sin": F.sin, "Cos": F.cos, "Tan": F.tan, "Asin": F.asin,
+    "Acos": F.acos, "Atan": F.atan, "Sinh": F.sinh, "Cosh": F.cosh,
+    "Asinh": F.asinh, "Acosh": F.acosh, "Atanh": F.atanh, "Sign": F.sign,
+    "Ceil": F.ceil, "Floor": F.floor,
+    # ONNX Round rounds halves to even.
+    "Round": F.round_even,
+}
+
+
+def _unary_handler(f):
+    return lambda n: f(n.x(0))
+
+
+for _name, _f in _UNARY.items():
+    op(_name, attrs=("consumed_inputs",))(_unary_handler(_f))
+
+
+@op("Identity")
+def identity(n):
+    return n.x(0)
+
+
+@op("Not")
+def not_(n):
+    return F.logical_not(n.x(0))
+
+
+# ---- activations with attributes, composed from singa ops ----
+
+@op("LeakyRelu", attrs=("alpha",))
+def leaky_relu(n):
+    return F.leakyrelu(n.x(0), n.attr("alpha", 0.01))
+
+
+def _elu(x, alpha):
+    # alpha * (exp(x) - 1) below zero; relu(x) above.
+    neg = F.mul(F.sub(F.exp(F.minimum(x, F.scalar_like(x, 0.0))), 1.0), alpha)
+    return F.add(F.relu(x), neg)
+
+
+@op("Elu", attrs=("alpha",))
+def elu(n):
+    return _elu(n.x(0), n.attr("alpha", 1.0))
+
+
+@op("Selu", attrs=("alpha", "gamma"))
+def selu(n):
+    alpha = n.attr("alpha", 1.67326319217681884765625)
+    gamma = n.attr("gamma", 1.05070102214813232421875)
+    return F.mul(_elu(n.x(0), alpha), gamma)
+
+
+@op("Celu", attrs=("alpha",))
+def celu(n):
+    # max(0, x) + min(0, alpha * (exp(x / alpha) - 1)) = alpha * elu(x / alpha).
+    alpha = n.attr("alpha", 1.0)
+    return F.mul(_elu(F.div(n.x(0), alpha), 1.0), alpha)
+
+
+@op("ThresholdedRelu", attrs=("alpha",))
+def thresholded_relu(n):
+    x = n.x(0)
+    return F.mul(x, F.gt(x, n.attr("alpha", 1.0)))
+
+
+def _hard_sigmoid(x, alpha, beta):
+    return F.clip(F.add(F.mul(x, alpha), beta), 0.0, 1.0)
+
+
+@op("HardSigmoid", attrs=("alpha", "beta"))
+def hard_sigmoid(n):
+    return _hard_sigmoid(n.x(0), n.attr("alpha", 0.2), n.attr("beta", 0.5))
+
+
+@op("HardSwish")
+def hard_swish(n):
+    x = n.x(0)
+    return F.mul(x, _hard_sigmoid(x, 1.0 / 6.0, 0.5))
+
+
+@op("Mish")
+def mish(n):
+    x = n.x(0)
+    return F.mul(x, F.tanh(F.softplus(x)))
+
+
+@op("Swish", attrs=("alpha",))
+def swish(n):
+    x = n.x(0)
+    return F.mul(x, F.sigmoid(F.mul(x, n.attr("alpha", 1.0))))
+
+
+@op("Gelu", attrs=("approximate",))
+def gelu(n):
+    x = n.x(0)
+    mode = n.attr("approximate", "none")
+    if mode == "none":
+        # 0.5 x (1 + erf(x / sqrt(2)))
+        inner = F.add(F.erf(F.mul(x, 1.0 / math.sqrt(2.0))), 1.0)
+    elif mode == "tanh":
+        # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        cube = F.mul(F.mul(F.mul(x, x), x), 0.044715)
+        inner = F.add(F.tanh(F.mul(F.add(x, cube), math.sqrt(2.0 / math.pi))), 1.0)
+    else:
+        raise UnsupportedError(f"approximate={mode!r} is not supported (none, tanh)")
+    return F.mul(F.mul(x, inner), 0.5)
+
+
+@op("PRelu")
+def prelu(n):
+    x, slope = n.x(0), n.x(1)
+    zero = F.scalar_like(x, 0.0)
+    return F.add(F.maximum(x, zero), F.mul(F.minimum(x, zero), slope))
+
+
+@op("Shrink", attrs=("lambd", "bias"))
+def shrink(n):
+    x = n.x(0)
+    lambd, bias = n.attr("lambd", 0.5), n.attr("bias", 0.0)
+    low = F.mul(F.lt(x, -lambd), F.add(x, bias))
+    high = F.mul(F.gt(x, lambd), F.sub(x, bias))
+    return F.add(low, high)
+
+
+@op("IsNaN")
+def is_nan(n):
+    x = n.x(0)
+    return F.logical_not(F.eq(x, x))
+
+
+@op("IsInf", attrs=("detect_negative", "detect_positive"))
+def is_inf(n):
+    x = n.x(0)
+    pos = F.eq(x, math.inf) if n.attr("detect_positive", 1) else None
+    neg = F.eq(x, -math.inf) if n.attr("detect_negative", 1) else None
+    if pos is None and neg is None:
+        return F.mul(x, 0.0)
+    if pos is None or neg is None:
+        return pos if neg is None else neg
+    return F.logical_or(pos, neg)
+
+
+# ---- binary and variadic ops (NumPy broadcasting in singa's C++ ops) ----
+
+_BINARY = {"Add": F.add, "Sub": F.sub, "Mul": F.mul, "Div": F.div,
+           "Equal": F.eq, "Greater": F.gt, "GreaterOrEqual": F.ge,
+           "Less": F.lt, "LessOrEqual": F.le, "And": F.logical_and,
+           "Or": F.logical_or, "Xor": F.logical_xor}
+
+
+def _binary_handler(f):
+    return lambda n: f(n.x(0), n.x(1))
+
+
+for _name, _f in _BINARY.items():
+    op(_name, attrs=("broadcast", "axis", "consumed_inputs"), since=7)(_binary_handler(_f))
+
+
+@op("Pow", since=7)
+def pow_(n):
+    x = n.x(0)
+    return F.pow(x, _same_dtype(x, n.x(1)))
+
+
+@op("Mod", attrs=("fmod",))
+def mod(n):
+    a, b = n.x(0), n.x(1)
+    if a.dtype == tensor.int32:
+        # singa's integer Div truncates like C, so a - b * (a / b) is fmod.
+        r = F.sub(a, F.mul(b, F.div(a, b)))
+    else:
+        q = F.div(a, b)
+        trunc = F.mul(F.sign(q), F.floor(F.abs(q)))
+        r = F.sub(a, F.mul(b, trunc))
+    if n.attr("fmod", 0):
+        return r
+    # Python-style mod takes the divisor's sign: shift nonzero remainders
+    # whose sign differs from b's.
+    zero = F.scalar_like(r, 0)
+    fix = F.logical_and(F.logical_not(F.eq(r, zero)),
+                        F.logical_xor(F.lt(r, zero), F.lt(b, zero)))
+    return F.add(r, F.mul(_same_dtype(r, fix), b))
+
+
+def _variadic(f):
+    def handler(n):
+        xs = [n.x(i) for i in range(len(n.inputs))]
+        if not xs:
+            raise GraphError("needs at least one input")
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = f(acc, x)
+        return acc
+    return handler
+
+
+op("Max", since=8)(_variadic(F.maximum))
+op("Min", since=8)(_variadic(F.minimum))
+op("Sum", since=8)(_variadic(F.add))
+
+
+@op("Mean", since=8)
+def mean(n):
+    return F.div(_variadic(F.add)(n), float(len(n.inputs)))
+
+
+@op("Where")
+def where(n):
+    x = n.x(1)
+    return F.where(n.x(0), x, _same_dtype(x, n.x(2)))
+
+
+# ---- Clip and Cast ----
+
+@op("Clip", attrs=("min", "max"), since=6)
+def clip(n):
+    x = n.x(0)
+    if n.opset < 11:
+        lo, hi = n.attr("min", -math.inf), n.attr("max", math.inf)
+    else:
+        lo = n.static(1)
+        hi = n.static(2)
+        lo = -math.inf if lo is None else float(lo.reshape(-1)[0])
+        hi = math.inf if hi is None else float(hi.reshape(-1)[0])
+    return F.clip(x, lo, hi)
+
+
+def cast_to(x, to, where=""):
+    """x converted to ONNX element type `to` (see dtypes for the mapping)."""
+    if to == TensorProto.BOOL:
+        return F.logical_not(F.eq(x, F.scalar_like(x, 0))).as_type(tensor.int32)
+    want = dtypes.singa_dtype(to, where)
+    if x.dtype == want:
+        return x
+    # The C++ conversion truncates floats toward zero, like ONNX Cast.
+    return x.as_type(want)
+
+
+@op("Cast", attrs=("to", "saturate", "round_mode"), since=6)
+def cast(n):
+    return cast_to(n.x(0), n.attr("to"))
+
+
+@op("CastLike", attrs=("saturate", "round_mode"))
+def cast_like(n):
+    to = n.in_type(1)
+    if to is None:
+        to = dtypes.FROM_SINGA[n.x(1).dtype]
+    return cast_to(n.x(0), to)
+
+
+# ---- reductions ----
+
+def _reduce_axes(n, axes_input_since):
+    """(axes or None for all, keepdims); None axes with noop means identity."""
+    keep = bool(n.attr("keepdims", 1))
+    if n.opset >= axes_input_since:
+        axes = n.static_ints(1)
+    else:
+        axes = n.attr("axes")
+    if not axes:
+        if n.attr("noop_with_empty_axes", 0):
+            return "noop", keep
+        return None, keep
+    rank = n.x(0).ndim()
+    out = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise GraphError(f"axis {a} is out of range for rank {rank}")
+        out.append(a % rank)
+    return sorted(set(out)), keep
+
+
+_REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
+
+
+def _reduction(axes_input_since, compute):
+    def handler(n):
+        axes, keep = _reduce_axes(n, axes_input_since)
+        x = n.x(0)
+        if axes == "noop":
+            return x
+        if axes is None:
+            axes = list(range(x.ndim()))
+        if not axes:
+            return x
+        return compute(x, axes, keep)
+    return handler
+
+
+def _sum(x, axes, keep):
+    return F.reduce_sum(x, tuple(axes), keep)
+
+
+def _empty_reduce(x, axes, keep, fill):
+    """The reduction of an empty axis: fill, in the reduced shape."""
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
+    t = tensor.Tensor(tuple(shape), x.device, x.dtype, requires_grad=False)
+    return t.set_value(fill)
+
+
+def _max(x, axes, keep):
+    if any(x.shape[a] == 0 for a in axes):
+        return _empty_reduce(x, axes, keep, -math.inf if x.dtype != tensor.int32
+                             else np.iinfo(np.int32).min)
+    return F.reduce_max(x, tuple(axes), keep)
+
+
+def _min(x, axes, keep):
+    if any(x.shape[a] == 0 for a in axes):
+        return _empty_reduce(x, axes, keep, math.inf if x.dtype != tensor.int32
+                             else np.iinfo(np.int32).max)
+    return F.reduce_min(x, tuple(axes), keep)
+
+
+def _mean(x, axes, keep):
+    return F.reduce_mean(x, tuple(axes), keep)
+
+
+def _prod(x, axes, keep):
+    if any(x.shape[a] == 0 for a in axes):
+        return _empty_reduce(x, axes, keep, 1)
+    # singa has no product reduction: multiply the slices along each axis
+    # (exact, and valid for integers, unlike exp(sum(log))).
+    for a in sorted(axes, reverse=True):
+        acc = F.slice(x, [0], [1], [a], None)
+        for i in range(1, x.shape[a]):
+            acc = F.mul(acc, F.slice(x, [i], [i + 1], [a], None))
+        x = acc
+    if not keep:
+        x = F.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return x
+
+
+def _l1(x, axes, keep):
+    return F.reduce_sum(F.abs(x), tuple(axes), keep)
+
+
+def _l2(x, axes, keep):
+    return F.sqrt(F.reduce_sum(F.mul(x, x), tuple(axes), keep))
+
+
+def _sum_square(x, axes, keep):
+    return F.reduce_sum(F.mul(x, x), tuple(axes), keep)
+
+
+def _log_sum(x, axes, keep):
+    return F.log(F.reduce_sum(x, tuple(axes), keep))
+
+
+def _log_sum_exp(x, axes, keep):
+    if any(x.shape[a] == 0 for a in axes):
+        return _empty_reduce(x, axes, keep, -math.inf)
+    # Shifting by the max keeps exp from overflowing.
+    m = F.reduce_max(x, tuple(axes), True)
+    s = F.log(F.reduce_sum(F.exp(F.sub(x, m)), tuple(axes), True))
+    r = F.add(s, m)
+    if not keep:
+        r = F.reshape(r, tuple(d for i, d in enumerate(r.shape) if i not in axes))
+    return r
+
+
+op("ReduceSum", attrs=_REDUCE_ATTRS)(_reduction(13, _sum))
+op("ReduceMean", attrs=_REDUCE_ATTRS)(_reduction(18, _mean))
+op("ReduceMax", attrs=_REDUCE_ATTRS)(_reduction(18, _max))
+op("ReduceMin", attrs=_REDUCE_ATTRS)(_reduction(18, _min))
+op("ReduceProd", attrs=_REDUCE_ATTRS)(_reduction(18, _prod))
+op("ReduceL1", attrs=_REDUCE_ATTRS)(_reduction(18, _l1))
+op("ReduceL2", attrs=_REDUCE_ATTRS)(_reduction(18, _l2))
+op("ReduceSumSquare", attrs=_REDUCE_ATTRS)(_reduction(18, _sum_square))
+op("ReduceLogSum", attrs=_REDUCE_ATTRS)(_reduction(18, _log_sum))
+op("ReduceLogSumExp", attrs=_REDUCE_ATTRS)(_reduction(18, _log_sum_exp))
+
+
+def _arg(f):
+    def handler(n):
+        x = n.x(0)
+        rank = x.ndim()
+        axis = n.attr("axis", 0)
+        if not -rank <= axis < rank:
+            raise GraphError(f"axis {axis} is out of range for rank {rank}")
+        axis %= rank
+        keep = bool(n.attr("keepdims", 1))
+        if not n.attr("select_last_index", 0):
+            return f(x, axis, keep)
+        # The last extreme is the first one in the reversed axis.
+        size = x.shape[axis]
+        rev = _reverse(x, axis)
+        idx = f(rev, axis, keep)
+        return F.sub(F.scalar_like(idx, size - 1), idx)
+    return handler
+
+
+def _reverse(x, axis):
+    """A view of x reversed along axis (a negative stride)."""
+    shape, strides, off = x.data.shape(), list(x.data.stride()), x.data.offset()
+    if shape[axis] > 0:
+        off += (shape[axis] - 1) * strides[axis]
+    strides[axis] = -strides[axis]
+    return tensor.from_raw_tensor(x.data.View(shape, strides, off))
+
+
+op("ArgMax", attrs=("axis", "keepdims", "select_last_index"))(_arg(F.argmax))
+op("ArgMin", attrs=("axis", "keepdims", "select_last_index"))(_arg(F.argmin))
