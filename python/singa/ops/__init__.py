@@ -1,0 +1,102 @@
+"""singa's autograd operators, by family.
+
+Each family module (activation, unary, elementwise, linalg, reduce, shape,
+indexing, conv, norm, loss) defines Operator classes and a function form per class
+(``ReLU`` and ``relu``); ``singa.autograd`` re-exports all of them. The
+helpers below are shared by the families and are defined before the
+families are imported, which they import from here.
+"""
+
+import numbers
+import sys
+
+from singa import singa_wrap as _cw
+
+CTensor = _cw.Tensor
+
+
+def unbroadcast(g, shape):
+    """Sums gradient g down to shape, undoing NumPy broadcasting."""
+    gshape = g.shape()
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = list(range(lead))
+    for i, d in enumerate(shape):
+        if d == 1 and gshape[lead + i] != 1:
+            axes.append(lead + i)
+    if axes:
+        g = _cw.Sum(g, axes, True)
+    return g.Reshape(list(shape))
+
+
+def constant(value, like):
+    """A 0-d CTensor holding value, on like's device with like's dtype."""
+    c = CTensor((), like.device(), like.data_type())
+    c.SetValue(float(value))
+    return c
+
+
+def zeros(shape, like):
+    """A zero CTensor of shape on like's device with like's dtype."""
+    z = CTensor(tuple(shape), like.device(), like.data_type())
+    z.SetValue(0.0)
+    return z
+
+
+def norm_axis(axis, ndim, where, shape):
+    """axis in [0, ndim), or IndexError naming the shape."""
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{where}: axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise IndexError(f"{where}: axis {axis} is out of range for shape {tuple(shape)}")
+    return int(axis) % ndim
+
+
+def norm_axes(axes, ndim, where, shape):
+    """A sorted list of distinct axes in [0, ndim)."""
+    if isinstance(axes, numbers.Integral):
+        axes = [axes]
+    out = sorted({norm_axis(a, ndim, where, shape) for a in axes})
+    if len(out) != len(list(axes)):
+        raise ValueError(f"{where}: repeated axis in {list(axes)}")
+    return out
+
+
+def int_list(values, where, name):
+    """values (an int or a sequence of ints) as a list of Python ints."""
+    if isinstance(values, numbers.Integral) and not isinstance(values, bool):
+        return [int(values)]
+    try:
+        out = [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: {name} must be ints, got {values!r}") from None
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{where}: {name} must be ints, got {values!r}")
+    return out
+
+
+def product(shape):
+    p = 1
+    for d in shape:
+        p *= d
+    return p
+
+
+from singa.ops.activation import *  # noqa: E402,F401,F403
+from singa.ops.unary import *  # noqa: E402,F401,F403
+from singa.ops.elementwise import *  # noqa: E402,F401,F403
+from singa.ops.linalg import *  # noqa: E402,F401,F403
+from singa.ops.reduce import *  # noqa: E402,F401,F403
+from singa.ops.shape import *  # noqa: E402,F401,F403
+from singa.ops.indexing import *  # noqa: E402,F401,F403
+from singa.ops.conv import *  # noqa: E402,F401,F403
+from singa.ops.norm import *  # noqa: E402,F401,F403
+from singa.ops.loss import *  # noqa: E402,F401,F403
+
+# The function ``shape`` shadows the submodule of that name, so the family
+# modules are looked up in sys.modules.
+FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
+            "conv", "norm", "loss")
+__all__ = [n for f in FAMILIES for n in sys.modules[f"singa.ops.{f}"].__all__]

@@ -1,0 +1,107 @@
+"""Normalisation: batch norm over (N, C, ...) (C++ kernels) and layer
+norm (composed from C++ reductions and element-wise ops, with statistics
+kept as size-1 axes so they broadcast against the input).
+"""
+
+from singa import singa_wrap as _cw
+from singa import autograd
+from singa.autograd import Operator
+from singa.ops import unbroadcast, norm_axis
+
+__all__ = ["BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
+
+
+class BatchNorm2d(Operator):
+    """Batch normalisation of x (N, C, ...) per channel (ONNX
+    BatchNormalization; inputs x, scale, bias, running_mean, running_var,
+    each of the last four of shape (C,); attributes momentum, epsilon).
+
+    While ``autograd.training`` is on, x is normalised with the batch mean
+    and biased variance (as ONNX), and the running statistics are updated
+    in place: running = momentum * running + (1 - momentum) * batch.
+    Otherwise the running statistics are used. The running statistics get
+    no gradient. The C++ kernels of src/core/nn do the arithmetic; the
+    graph is only recorded in training mode, so backward is the training
+    gradient, through the batch statistics.
+    """
+
+    def __init__(self, momentum=0.9, epsilon=1e-5, name=None):
+        super().__init__(name)
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+
+    def forward(self, x, scale, bias, running_mean, running_var):
+        s = x.shape()
+        if len(s) < 2:
+            raise ValueError(f"batchnorm_2d: expected (N, C, ...) input, got shape {s}")
+        c = s[1]
+        for t, n in ((scale, "scale"), (bias, "bias"), (running_mean, "running_mean"),
+                     (running_var, "running_var")):
+            if t.shape() != (c,):
+                raise ValueError(f"batchnorm_2d: {n} of shape {t.shape()} does not match "
+                                 f"the {c} channels of input shape {s}")
+        if not autograd.training:
+            return _cw.BatchNormForwardInference(x, scale, bias, running_mean, running_var,
+                                                 self.epsilon)
+        y, mean, var = _cw.BatchNormForwardTraining(x, scale, bias, self.epsilon)
+        _blend(running_mean, mean, self.momentum)
+        _blend(running_var, var, self.momentum)
+        self._x, self._scale, self._mean, self._var = x, scale, mean, var
+        return y
+
+    def backward(self, dy):
+        dx, dscale, dbias = _cw.BatchNormBackward(self._x, dy, self._scale, self._mean,
+                                                  self._var, self.epsilon)
+        return dx, dscale, dbias, None, None
+
+
+def _blend(running, batch, momentum):
+    """running = momentum * running + (1 - momentum) * batch, in place."""
+    _cw.MulScalarInto(running, momentum, running)
+    _cw.Axpy(1.0 - momentum, batch.Reshape([batch.Size()]), running)
+
+
+def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, epsilon=1e-5):
+    return BatchNorm2d(momentum, epsilon)(x, scale, bias, running_mean, running_var)
+
+
+class LayerNorm(Operator):
+    """Normalises x over the axes from axis to the last (ONNX
+    LayerNormalization; attributes axis, epsilon), then applies scale and
+    bias, which broadcast against those axes.
+
+    Gradient, with xhat the normalised input and means over the normalised
+    axes: dx = (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps), g = dy
+    scale.
+    """
+
+    def __init__(self, axis=-1, epsilon=1e-5, name=None):
+        super().__init__(name)
+        self.axis = int(axis)
+        self.epsilon = float(epsilon)
+
+    def forward(self, x, scale, bias):
+        s = x.shape()
+        a = norm_axis(self.axis, len(s), "layer_norm", s)
+        self._axes = axes = list(range(a, len(s)))
+        mean = _cw.Mean(x, axes, True)
+        xc = _cw.Sub(x, mean)
+        var = _cw.Mean(_cw.Square(xc), axes, True)
+        self._rstd = rstd = _cw.Reciprocal(_cw.Sqrt(_cw.AddScalar(var, self.epsilon)))
+        self._xhat = xhat = _cw.Mul(xc, rstd)
+        self._scale = scale
+        self._shapes = (scale.shape(), bias.shape())
+        return _cw.Add(_cw.Mul(xhat, scale), bias)
+
+    def backward(self, dy):
+        axes, xhat = self._axes, self._xhat
+        g = _cw.Mul(dy, self._scale)
+        mg = _cw.Mean(g, axes, True)
+        mgx = _cw.Mean(_cw.Mul(g, xhat), axes, True)
+        dx = _cw.Mul(_cw.Sub(_cw.Sub(g, mg), _cw.Mul(xhat, mgx)), self._rstd)
+        ss, bs = self._shapes
+        return dx, unbroadcast(_cw.Mul(dy, xhat), ss), unbroadcast(dy, bs)
+
+
+def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
+    return LayerNorm(axis, epsilon)(x, scale, bias)

@@ -1,0 +1,235 @@
+"""conv2d and pooling against direct-loop NumPy references (small shapes),
+gradients against central differences, and batch / layer norm."""
+
+import numpy as np
+import pytest
+
+from singa import autograd as ag
+from singa import tensor
+from gradcheck import LAYOUTS, check_grad, make_tensor
+
+rng = np.random.default_rng(3)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def distinct(*shape):
+    """Values at least 0.05 apart, so finite differences never swap a max."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n) * 0.05 - n * 0.025).astype(np.float32).reshape(shape)
+
+
+def out_len(n, k, s, p0, p1, d, ceil_mode=False):
+    span = n + p0 + p1 - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p0:
+        out -= 1
+    return out
+
+
+def conv_ref(x, w, b, stride, pads, dil, group):
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = stride, pads, dil
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = out_len(h, kh, sh, pt, pb, dh), out_len(wd, kw, sw, pl, pr, dw)
+    y = np.zeros((n, oc, oh, ow))
+    ocg = oc // group
+    for o in range(oc):
+        g = o // ocg
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                           j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                y[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3))
+    return y if b is None else y + b[None, :, None, None]
+
+
+CONV_CASES = [
+    dict(x=(2, 3, 5, 5), w=(4, 3, 3, 3), stride=1, pad=1, dil=1, group=1, bias=True),
+    dict(x=(1, 2, 6, 5), w=(2, 2, 2, 3), stride=(2, 1), pad=(0, 1, 1, 0), dil=1, group=1,
+         bias=False),
+    dict(x=(1, 4, 5, 6), w=(4, 2, 2, 2), stride=1, pad=0, dil=(2, 1), group=2, bias=True),
+    dict(x=(2, 2, 4, 4), w=(2, 1, 3, 3), stride=2, pad=1, dil=1, group=2, bias=False),
+]
+
+
+def _geometry(case):
+    s = case["stride"]
+    s = (s, s) if isinstance(s, int) else s
+    p = case["pad"]
+    p = (p,) * 4 if isinstance(p, int) else p
+    d = case["dil"]
+    d = (d, d) if isinstance(d, int) else d
+    return s, p, d
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("case", CONV_CASES, ids=str)
+def test_conv2d(case, layout, dev):
+    x, w = randn(*case["x"]), randn(*case["w"]) * 0.5
+    s, p, d = _geometry(case)
+    kw = dict(stride=case["stride"], padding=case["pad"], dilation=case["dil"],
+              group=case["group"])
+    if case["bias"]:
+        b = randn(case["w"][0])
+        y = check_grad(lambda a, u, v: ag.conv2d(a, u, v, **kw), [x, w, b], layout,
+                       atol=5e-3, dev=dev)
+    else:
+        b = None
+        y = check_grad(lambda a, u: ag.conv2d(a, u, None, **kw), [x, w], layout, atol=5e-3,
+                       dev=dev)
+    np.testing.assert_allclose(y, conv_ref(x, w, b, s, p, d, case["group"]),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_bad_shapes():
+    x = make_tensor(randn(1, 3, 5, 5))
+    with pytest.raises(ValueError, match=r"\(1, 3, 5, 5\).*\(4, 2, 3, 3\)"):
+        ag.conv2d(x, make_tensor(randn(4, 2, 3, 3)))
+    with pytest.raises(ValueError, match=r"\(1, 3, 5, 5\)"):
+        ag.conv2d(x, make_tensor(randn(4, 3, 7, 7)))
+    with pytest.raises(ValueError, match="bias"):
+        ag.conv2d(x, make_tensor(randn(4, 3, 3, 3)), make_tensor(randn(3)))
+    with pytest.raises(ValueError, match=r"\(3, 5, 5\)"):
+        ag.conv2d(make_tensor(randn(3, 5, 5)), make_tensor(randn(4, 3, 3, 3)))
+
+
+def pool_ref(x, k, s, p, is_max, ceil_mode=False, include_pad=False, dil=(1, 1)):
+    n, c, h, w = x.shape
+    oh = out_len(h, k[0], s[0], p[0], p[2], dil[0], ceil_mode)
+    ow = out_len(w, k[1], s[1], p[1], p[3], dil[1], ceil_mode)
+    y = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows = [i * s[0] - p[0] + a * dil[0] for a in range(k[0])]
+            cols = [j * s[1] - p[1] + b * dil[1] for b in range(k[1])]
+            inside = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
+            vals = np.stack([x[:, :, r, q] for r, q in inside], -1).astype(np.float64)
+            if is_max:
+                y[:, :, i, j] = vals.max(-1)
+            else:
+                if include_pad:
+                    cnt = sum(1 for r in rows for q in cols
+                              if -p[0] <= r < h + p[2] and -p[1] <= q < w + p[3])
+                else:
+                    cnt = len(inside)
+                y[:, :, i, j] = vals.sum(-1) / cnt
+    return y
+
+
+POOL_CASES = [
+    dict(k=2, s=None, p=0, ceil=False),
+    dict(k=3, s=2, p=1, ceil=False),
+    dict(k=(3, 2), s=(1, 2), p=(1, 0, 0, 1), ceil=True),
+    dict(k=3, s=2, p=0, ceil=True),
+]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+def test_max_and_avg_pool2d(case, layout, dev):
+    x = distinct(2, 2, 5, 6)
+    k = (case["k"],) * 2 if isinstance(case["k"], int) else case["k"]
+    s = k if case["s"] is None else ((case["s"],) * 2 if isinstance(case["s"], int) else case["s"])
+    p = (case["p"],) * 4 if isinstance(case["p"], int) else case["p"]
+    y = check_grad(lambda t: ag.max_pool2d(t, case["k"], case["s"], case["p"],
+                                           ceil_mode=case["ceil"]), [x], layout, dev=dev)
+    np.testing.assert_allclose(y, pool_ref(x, k, s, p, True, case["ceil"]), rtol=1e-6)
+    for include in (False, True):
+        y = check_grad(lambda t: ag.avg_pool2d(t, case["k"], case["s"], case["p"],
+                                               case["ceil"], include), [x], layout, dev=dev)
+        np.testing.assert_allclose(y, pool_ref(x, k, s, p, False, case["ceil"], include),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_max_pool2d_dilation():
+    x = distinct(1, 2, 6, 6)
+    y = check_grad(lambda t: ag.max_pool2d(t, 2, 1, 0, dilation=2), [x], "transposed")
+    np.testing.assert_allclose(y, pool_ref(x, (2, 2), (1, 1), (0,) * 4, True, dil=(2, 2)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pool1d(layout):
+    x = distinct(2, 3, 7)
+    x4 = x[:, :, None, :]
+    y = check_grad(lambda t: ag.max_pool1d(t, 3, 2, 1), [x], layout)
+    np.testing.assert_allclose(y, pool_ref(x4, (1, 3), (1, 2), (0, 1, 0, 1), True)[:, :, 0])
+    y = check_grad(lambda t: ag.avg_pool1d(t, 2), [x], layout)
+    np.testing.assert_allclose(y, pool_ref(x4, (1, 2), (1, 2), (0,) * 4, False)[:, :, 0],
+                               rtol=1e-6)
+    y = check_grad(lambda t: ag.pooling_1d(t, 3, 1, 0, is_max=False), [x], layout)
+    np.testing.assert_allclose(y, pool_ref(x4, (1, 3), (1, 1), (0,) * 4, False)[:, :, 0],
+                               rtol=1e-6)
+
+
+def test_pooling_bad_arguments():
+    x = make_tensor(randn(1, 1, 4, 4))
+    with pytest.raises(ValueError, match="half"):
+        ag.max_pool2d(x, 2, 1, 2)
+    with pytest.raises(ValueError, match=r"\(1, 1, 4, 4\)"):
+        ag.max_pool2d(x, 5)
+    with pytest.raises(ValueError, match=r"\(1, 4, 4\)"):
+        ag.max_pool2d(make_tensor(randn(1, 4, 4)), 2)
+    with pytest.raises(ValueError, match=r"\(1, 1, 4, 4\)"):
+        ag.max_pool1d(x, 2)
+
+
+# ---- normalisation ----
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", [(4, 3, 2, 2), (5, 3)], ids=str)
+def test_batchnorm_training(shape, layout):
+    x = randn(*shape) * 2 + 1
+    scale, bias = rng.uniform(0.5, 1.5, 3).astype(np.float32), randn(3)
+    rm, rv = np.zeros(3, np.float32), np.ones(3, np.float32)
+
+    def bn(t, s, b):
+        # fresh running statistics each call: forward updates them in place
+        return ag.batchnorm_2d(t, s, b, make_tensor(rm), make_tensor(rv), 0.9, 1e-5)
+
+    y = check_grad(bn, [x, scale, bias], layout, atol=5e-3, train=True)
+    axes = (0,) + tuple(range(2, len(shape)))
+    bshape = (1, 3) + (1,) * (len(shape) - 2)
+    mean, var = x.mean(axes), x.var(axes)
+    ref = (x - mean.reshape(bshape)) / np.sqrt(var.reshape(bshape) + 1e-5) * \
+        scale.reshape(bshape) + bias.reshape(bshape)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    # running statistics: momentum * running + (1 - momentum) * batch
+    rmt, rvt = make_tensor(rm), make_tensor(rv)
+    with ag.train_mode(True):
+        ag.batchnorm_2d(make_tensor(x, layout), make_tensor(scale), make_tensor(bias), rmt, rvt)
+    np.testing.assert_allclose(tensor.to_numpy(rmt), 0.1 * mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tensor.to_numpy(rvt), 0.9 + 0.1 * var, rtol=1e-5)
+
+
+def test_batchnorm_inference_uses_running_statistics():
+    x = randn(4, 3, 2, 2)
+    scale, bias = randn(3), randn(3)
+    rm, rv = randn(3), rng.uniform(0.5, 2, 3).astype(np.float32)
+    with ag.no_grad():
+        y = ag.batchnorm_2d(make_tensor(x), make_tensor(scale), make_tensor(bias),
+                            make_tensor(rm), make_tensor(rv))
+    b = (1, 3, 1, 1)
+    ref = (x - rm.reshape(b)) / np.sqrt(rv.reshape(b) + 1e-5) * scale.reshape(b) + bias.reshape(b)
+    np.testing.assert_allclose(tensor.to_numpy(y), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"\(4,\).*\(4, 3, 2, 2\)"):
+        ag.batchnorm_2d(make_tensor(x), make_tensor(randn(4)), make_tensor(bias),
+                        make_tensor(rm), make_tensor(rv))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm(axis, layout):
+    x = randn(2, 3, 4) * 2 + 1
+    norm_shape = x.shape[axis % 3:]
+    scale = rng.uniform(0.5, 1.5, norm_shape).astype(np.float32)
+    bias = randn(*norm_shape)
+    y = check_grad(lambda t, s, b: ag.layer_norm(t, s, b, axis), [x, scale, bias], layout,
+                   atol=5e-3)
+    axes = tuple(range(axis % 3, 3))
+    mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5) * scale + bias,
+                               rtol=1e-4, atol=1e-4)

@@ -1,0 +1,186 @@
+"""Element-wise autograd ops: forward against NumPy, backward against
+central differences, on contiguous and strided inputs, with broadcasting."""
+
+import math
+
+import numpy as np
+import pytest
+
+from singa import autograd as ag
+from singa import tensor
+from gradcheck import LAYOUTS, check_grad, make_tensor, analytic_grads
+
+rng = np.random.default_rng(1234)
+
+
+def uniform(lo, hi, shape=(3, 4)):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def signed(lo, hi, shape=(3, 4)):
+    """Values with lo <= |x| <= hi and random signs: away from a kink at 0."""
+    return uniform(lo, hi, shape) * np.where(rng.random(shape) < 0.5, -1, 1).astype(np.float32)
+
+
+_erf = np.vectorize(math.erf)
+
+# name: (function, NumPy reference, input)
+UNARY = {
+    "exp": (ag.exp, np.exp, uniform(-2, 2)),
+    "log": (ag.log, np.log, uniform(0.5, 3)),
+    "sqrt": (ag.sqrt, np.sqrt, uniform(0.5, 3)),
+    "abs": (ag.abs, np.abs, signed(0.1, 2)),
+    "sin": (ag.sin, np.sin, uniform(-3, 3)),
+    "cos": (ag.cos, np.cos, uniform(-3, 3)),
+    "tan": (ag.tan, np.tan, uniform(-1, 1)),
+    "asin": (ag.asin, np.arcsin, uniform(-0.8, 0.8)),
+    "acos": (ag.acos, np.arccos, uniform(-0.8, 0.8)),
+    "atan": (ag.atan, np.arctan, uniform(-3, 3)),
+    "sinh": (ag.sinh, np.sinh, uniform(-2, 2)),
+    "cosh": (ag.cosh, np.cosh, uniform(-2, 2)),
+    "asinh": (ag.asinh, np.arcsinh, uniform(-3, 3)),
+    "acosh": (ag.acosh, np.arccosh, uniform(1.3, 3)),
+    "atanh": (ag.atanh, np.arctanh, uniform(-0.8, 0.8)),
+    "erf": (ag.erf, _erf, uniform(-2, 2)),
+    "identity": (ag.identity, lambda x: x, uniform(-2, 2)),
+    "negative": (ag.negative, np.negative, uniform(-2, 2)),
+    "reciprocal": (ag.reciprocal, np.reciprocal, signed(0.5, 2)),
+    "clip": (lambda x: ag.clip(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7),
+             np.concatenate([signed(0.1, 0.4, (2, 4)), signed(0.8, 2, (1, 4))])),
+    "clip_low_only": (lambda x: ag.clip(x, min=0.3), lambda x: np.maximum(x, 0.3),
+                      np.concatenate([uniform(-2, 0.2, (2, 4)), uniform(0.4, 2, (1, 4))])),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name, layout, dev):
+    fn, ref, x = UNARY[name]
+    y = check_grad(fn, [x], layout, dev=dev)
+    np.testing.assert_allclose(y, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+FLAT = {
+    "sign": (ag.sign, np.sign),
+    "ceil": (ag.ceil, np.ceil),
+    "floor": (ag.floor, np.floor),
+    "round": (ag.round, lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5)),
+    "rounde": (ag.rounde, np.round),
+    "_not": (ag._not, lambda x: (x == 0).astype(np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAT))
+def test_piecewise_constant(name):
+    fn, ref = FLAT[name]
+    x = np.array([[-2.5, -1.5, -0.5, 0.0], [0.5, 1.5, 2.5, 1.2]], np.float32)
+    y, grads = analytic_grads(fn, [x], "transposed")
+    np.testing.assert_array_equal(y, ref(x))
+    np.testing.assert_array_equal(grads[0], np.zeros_like(x))
+
+
+# name: (function, NumPy reference, a, b) with shapes that broadcast
+BINARY = {
+    "add": (ag.add, np.add, uniform(-2, 2, (3, 4)), uniform(-2, 2, (4,))),
+    "add_both_ways": (ag.add, np.add, uniform(-2, 2, (3, 1)), uniform(-2, 2, (1, 4))),
+    "sub": (ag.sub, np.subtract, uniform(-2, 2, (2, 1, 3)), uniform(-2, 2, (4, 1))),
+    "mul": (ag.mul, np.multiply, uniform(-2, 2, (3, 4)), uniform(-2, 2, (3, 1))),
+    "div": (ag.div, np.divide, uniform(-2, 2, (3, 4)), signed(0.7, 2, (4,))),
+    "pow": (ag.pow, np.power, uniform(0.5, 2, (3, 4)), uniform(-1.5, 1.5, (3, 4))),
+    "pow_broadcast": (ag.pow, np.power, uniform(0.5, 2, (2, 3)), uniform(-1.5, 2.5, (3,))),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary(name, layout, dev):
+    fn, ref, a, b = BINARY[name]
+    y = check_grad(fn, [a, b], layout, dev=dev)
+    np.testing.assert_allclose(y, ref(a.astype(np.float64), b.astype(np.float64)),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_binary_with_number():
+    x = uniform(0.5, 2)
+    for fn, ref in ((lambda t: ag.add(t, 2.0), x + 2), (lambda t: ag.sub(3, t), 3 - x),
+                    (lambda t: ag.mul(t, -1.5), -1.5 * x), (lambda t: ag.div(1.0, t), 1 / x),
+                    (lambda t: ag.pow(t, 2), x ** 2)):
+        y = check_grad(fn, [x], "sliced")
+        np.testing.assert_allclose(y, ref, rtol=1e-5)
+    with pytest.raises(TypeError):
+        ag.add(make_tensor(x), "2")
+
+
+COMPARE = {
+    "less": (ag.less, np.less), "greater": (ag.greater, np.greater),
+    "equal": (ag.equal, np.equal), "_and": (ag._and, np.logical_and),
+    "_or": (ag._or, np.logical_or), "_xor": (ag._xor, np.logical_xor),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPARE))
+def test_comparison_and_logic(name):
+    fn, ref = COMPARE[name]
+    a = rng.integers(-1, 2, (3, 4)).astype(np.float32)
+    b = rng.integers(-1, 2, (4,)).astype(np.float32)
+    y, grads = analytic_grads(fn, [a, b], "transposed")
+    np.testing.assert_array_equal(y, ref(a, b).astype(np.float32))
+    assert not grads[0].any() and not grads[1].any()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_where(layout):
+    cond = (rng.random((3, 4)) < 0.5).astype(np.float32)
+    x, y = uniform(-2, 2, (3, 4)), uniform(-2, 2, (4,))
+    out = check_grad(ag.where, [cond, x, y], layout, wrt=[1, 2])
+    np.testing.assert_allclose(out, np.where(cond != 0, x, y))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_variadic_sum_and_mean(layout):
+    a, b, c = uniform(-1, 1, (3, 4)), uniform(-1, 1, (4,)), uniform(-1, 1, (3, 1))
+    y = check_grad(ag.sum, [a, b, c], layout)
+    np.testing.assert_allclose(y, a + b + c, rtol=1e-6)
+    y = check_grad(ag.mean, [a, b, c], layout)
+    np.testing.assert_allclose(y, (a + b + c) / 3, rtol=1e-6)
+    y = check_grad(ag.sum, [a], layout)
+    np.testing.assert_allclose(y, a)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_variadic_min_max(layout):
+    # distinct values at least 0.05 apart, so eps=1e-3 never swaps a winner
+    vals = rng.permutation(np.arange(36)).astype(np.float32) * 0.05
+    a, b, c = vals[:12].reshape(3, 4), vals[12:16], vals[16:19].reshape(3, 1)
+    y = check_grad(ag.max, [a, b, c], layout)
+    np.testing.assert_allclose(y, np.maximum(np.maximum(a, b), c))
+    y = check_grad(ag.min, [a, b, c], layout)
+    np.testing.assert_allclose(y, np.minimum(np.minimum(a, b), c))
+
+
+def test_min_max_ties_give_the_gradient_once():
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    _, grads = analytic_grads(ag.max, [a, a.copy()], "contiguous")
+    np.testing.assert_array_equal(grads[0] + grads[1], np.ones(3))
+
+
+def test_cast():
+    x = uniform(-2, 2)
+    y = check_grad(lambda t: ag.cast(t, tensor.float32), [x], "transposed")
+    np.testing.assert_array_equal(y, x)
+    xi = make_tensor(np.array([1.7, -2.2], np.float32))
+    out = ag.cast(xi, tensor.int32)
+    assert out.dtype == tensor.int32
+    np.testing.assert_array_equal(tensor.to_numpy(out), np.array([1, -2]))
+    with pytest.raises(TypeError):
+        ag.cast(xi, "float32")
+
+
+def test_shape_mismatch_names_shapes():
+    a, b = make_tensor(uniform(0, 1, (3, 4))), make_tensor(uniform(0, 1, (5,)))
+    with pytest.raises(ValueError, match=r"3, 4.*5|5.*3, 4"):
+        ag.add(a, b)
+    with pytest.raises(ValueError):
+        ag.where(make_tensor(np.ones((2,), np.float32)), a, a)
+    with pytest.raises(ValueError):
+        ag.sum()

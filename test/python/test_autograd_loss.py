@@ -1,0 +1,86 @@
+"""Losses against NumPy formulas; gradients against central differences."""
+
+import numpy as np
+import pytest
+
+from singa import autograd as ag
+from gradcheck import LAYOUTS, check_grad, make_tensor
+
+rng = np.random.default_rng(11)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def np_log_softmax(x):
+    z = x - x.max(1, keepdims=True)
+    return z - np.log(np.exp(z).sum(1, keepdims=True))
+
+
+LABELS = np.array([2, 0, 3], np.int32)
+ONE_HOT = np.eye(4, dtype=np.float32)[LABELS]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("target", ["labels", "float_labels", "one_hot", "soft"])
+def test_softmax_cross_entropy(target, layout, dev):
+    x = randn(3, 4) * 2
+    t = {"labels": LABELS, "float_labels": LABELS.astype(np.float32), "one_hot": ONE_HOT,
+         "soft": np.full((3, 4), 0.3, np.float32)}[target]
+    y = check_grad(ag.softmax_cross_entropy, [x, t], layout, wrt=[0], dev=dev)
+    dense = ONE_HOT if t.ndim == 1 else t
+    np.testing.assert_allclose(y, -(dense * np_log_softmax(x)).sum() / 3, rtol=1e-5)
+    assert y.shape == ()
+
+
+def test_softmax_cross_entropy_bad_labels():
+    x = make_tensor(randn(3, 4))
+    with pytest.raises(IndexError, match=r"\(3, 4\)"):
+        ag.softmax_cross_entropy(x, make_tensor(np.array([0, 4, 1], np.int32)))
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(2,\)|\(2,\).*\(3, 4\)"):
+        ag.softmax_cross_entropy(x, make_tensor(np.array([0, 1], np.int32)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cross_entropy(layout):
+    p = rng.uniform(0.1, 1, (3, 4)).astype(np.float32)
+    y = check_grad(ag.cross_entropy, [p, ONE_HOT], layout, wrt=[0])
+    np.testing.assert_allclose(y, -(ONE_HOT * np.log(p)).sum() / 3, rtol=1e-5)
+    y = check_grad(ag.cross_entropy, [p, LABELS], layout, wrt=[0])
+    np.testing.assert_allclose(y, -(ONE_HOT * np.log(p)).sum() / 3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_binary_cross_entropy(layout):
+    p = rng.uniform(0.1, 0.9, (3, 4)).astype(np.float32)
+    t = (rng.random((3, 4)) < 0.5).astype(np.float32)
+    y = check_grad(ag.binary_cross_entropy, [p, t], layout, wrt=[0])
+    ref = -(t * np.log(p) + (1 - t) * np.log(1 - p)).mean()
+    np.testing.assert_allclose(y, ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mse_loss(layout):
+    x, t = randn(3, 4), randn(3, 4)
+    y = check_grad(ag.mse_loss, [x, t], layout)
+    np.testing.assert_allclose(y, ((x - t) ** 2).mean(), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(4, 3\)"):
+        ag.mse_loss(make_tensor(x), make_tensor(t.T.copy()))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_nll_loss(layout):
+    lp = np_log_softmax(randn(3, 4))
+    y = check_grad(ag.nll_loss, [lp, LABELS], layout, wrt=[0])
+    np.testing.assert_allclose(y, -lp[np.arange(3), LABELS].mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ranking_loss(layout):
+    # margins M - pos + neg kept at least 0.05 away from the kink at 0
+    pos = randn(4, 3)
+    gap = rng.uniform(0.05, 1, (4, 3)) * np.where(rng.random((4, 3)) < 0.5, -1, 1)
+    neg = (pos - 0.2 + gap).astype(np.float32)
+    y = check_grad(lambda p, n: ag.ranking_loss(p, n, 0.2), [pos, neg], layout)
+    np.testing.assert_allclose(y, np.maximum(0, 0.2 - pos + neg).mean(), rtol=1e-5)
