@@ -113,5 +113,7 @@ void Axpy(float alpha, const Tensor& x, Tensor* y);
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);
 Tensor Tile(const Tensor& x, const std::vector<size_t>& reps);
+Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis);
+void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis);
 
 }  // namespace singa

@@ -146,6 +146,11 @@ Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);
 Tensor Tile(const Tensor& x, const std::vector<size_t>& reps);
+// The slices of x at positions idx (int32, any shape, negative counts from
+// the end) along axis: shape[:axis] + idx.shape + shape[axis+1:].
+Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis);
+// dst[.., idx[i], ..] += src[.., i, ..] along axis; repeated positions add up.
+void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis);
 
 // Normalises a possibly negative axis against ndim, or throws IndexError.
 size_t NormAxis(int axis, size_t ndim, const char* op);

@@ -12,7 +12,7 @@ import numpy as np
 
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
-from singa.tensor import Tensor, to_numpy
+from singa.tensor import Tensor, from_numpy, to_numpy
 from singa.ops import zeros, norm_axis
 
 __all__ = [
@@ -37,17 +37,20 @@ def _host_ints(indices, where):
     return arr.astype(np.int64)
 
 
+def _positions(flat):
+    """flat (NumPy ints, already in range) as an int32 CTensor."""
+    return from_numpy(np.ascontiguousarray(flat, dtype=np.int32)).data
+
+
 def _take(x, axis, flat):
-    """x's slices at the positions flat along axis, joined (a gather)."""
-    return _cw.ConcatOn([x.Slice(axis, int(i), int(i) + 1) for i in flat], axis)
+    """x's slices at the positions flat along axis (a gather, in C++)."""
+    return _cw.IndexSelect(x, _positions(flat), axis)
 
 
 def _untake(dy, axis, flat, like, in_shape):
     """The gradient of _take: dy's slices added back at their positions."""
     dx = zeros(in_shape, like)
-    for m, i in enumerate(flat):
-        dst = dx.Slice(axis, int(i), int(i) + 1)
-        _cw.AddInto(dst, dy.Slice(axis, m, m + 1), dst)
+    _cw.IndexAdd(dx, _positions(flat), dy, axis)
     return dx
 
 

@@ -1,5 +1,6 @@
 // GEMM, batched matmul, axpy, and the copying ops concat, repeat and tile.
 #include <algorithm>
+#include <cstring>
 
 #include "dispatch.h"
 
@@ -264,6 +265,107 @@ Tensor Tile(const Tensor& x, const std::vector<size_t>& reps) {
   }
   Product(out);
   return xv.View(vs, st, xv.offset()).Contiguous().Reshape(out);
+}
+
+namespace {
+// idx as checked, wrapped positions along an axis of length n.
+std::vector<int64_t> Positions(const char* op, const Tensor& idx, size_t n,
+                               const Shape& shape, size_t axis) {
+  SINGA_CHECK(idx.data_type() == kInt, DtypeError, op, ": indices must be int32, got ",
+              DataTypeName(idx.data_type()));
+  Tensor ic = idx.Contiguous();
+  std::vector<int64_t> pos(ic.Size());
+  const int32_t* p = ic.data<int32_t>();
+  const int64_t len = static_cast<int64_t>(n);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    SINGA_CHECK(p[i] >= -len && p[i] < len, IndexError, op, ": index ", p[i],
+                " is out of range for axis ", axis, " of shape ", shape);
+    pos[i] = p[i] < 0 ? p[i] + len : p[i];
+  }
+  return pos;
+}
+}  // namespace
+
+Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis) {
+  const char* op = "IndexSelect";
+  CheckSameDevice(op, x, idx);
+  SINGA_CHECK(x.device()->is_host(), NotImplementedError, op, ": no kernel for ",
+              x.device()->name());
+  const size_t ax = NormAxis(axis, x.nDim(), op);
+  std::vector<int64_t> pos = Positions(op, idx, x.shape()[ax], x.shape(), ax);
+  Shape shape(x.shape().begin(), x.shape().begin() + ax);
+  shape.insert(shape.end(), idx.shape().begin(), idx.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + ax + 1, x.shape().end());
+  Tensor out(shape, x.device(), x.data_type());
+  if (out.Size() == 0) return out;
+  Tensor xc = x.Contiguous();
+  int64_t outer = 1, inner = 1;
+  const int64_t n = x.shape()[ax], m = static_cast<int64_t>(pos.size());
+  for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
+  for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
+  const size_t row = inner * SizeOf(x.data_type());
+  const char* src = static_cast<const char*>(xc.raw_data());
+  char* dst = static_cast<char*>(out.mutable_raw_data());
+  out.device()->Exec(
+      [&](Context*) {
+#pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < m; ++i)
+            std::memcpy(dst + (o * m + i) * row, src + (o * n + pos[i]) * row, row);
+      },
+      {xc.block()}, {out.block()});
+  return out;
+}
+
+namespace {
+// d viewed as (outer, n, inner) gets s (outer, pos.size(), inner) added at
+// rows pos. Positions may repeat, so each thread owns whole outer slices.
+template <typename T>
+void AddRows(T* d, const T* s, const std::vector<int64_t>& pos, int64_t outer, int64_t n,
+             int64_t inner) {
+  const int64_t m = static_cast<int64_t>(pos.size());
+#pragma omp parallel for if (outer > 1 && outer * m * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < m; ++i) {
+      T* dr = d + (o * n + pos[i]) * inner;
+      const T* sr = s + (o * m + i) * inner;
+      for (int64_t j = 0; j < inner; ++j) dr[j] += sr[j];
+    }
+}
+}  // namespace
+
+void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
+  const char* op = "IndexAdd";
+  CheckSameDevice(op, *dst, src);
+  CheckSameDevice(op, *dst, idx);
+  CheckSameDtype(op, *dst, src);
+  SINGA_CHECK(dst->device()->is_host(), NotImplementedError, op, ": no kernel for ",
+              dst->device()->name());
+  const size_t ax = NormAxis(axis, dst->nDim(), op);
+  std::vector<int64_t> pos = Positions(op, idx, dst->shape()[ax], dst->shape(), ax);
+  Shape want = dst->shape();
+  want[ax] = pos.size();
+  SINGA_CHECK(src.Size() == Product(want), ShapeError, op, ": source of shape ", src.shape(),
+              " does not fit ", want, " (", pos.size(), " positions along axis ", ax,
+              " of ", dst->shape(), ")");
+  if (src.Size() == 0) return;
+  if (!dst->IsContiguous()) {
+    Tensor tmp = dst->Clone();
+    IndexAdd(&tmp, idx, src, axis);
+    dst->CopyData(tmp);
+    return;
+  }
+  Tensor sc = src.Contiguous();
+  int64_t outer = 1, inner = 1;
+  const int64_t n = dst->shape()[ax];
+  for (size_t i = 0; i < ax; ++i) outer *= dst->shape()[i];
+  for (size_t i = ax + 1; i < dst->nDim(); ++i) inner *= dst->shape()[i];
+  dst->device()->Exec(
+      [&](Context*) {
+        SINGA_TYPE_SWITCH(dst->data_type(), T, op,
+                          AddRows(dst->mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
+      },
+      {sc.block()}, {dst->block()});
 }
 
 }  // namespace singa
