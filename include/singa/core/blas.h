@@ -29,6 +29,8 @@ namespace singa {
 // after a region while OpenBLAS workers want the cores, which made conv 3-4x
 // slower. OpenBLAS jobs wait on each other, so all of them must run at the
 // same time; any job the OpenMP team cannot host gets its own std::thread.
+// All jobs have finished when this returns, which is what OpenBLAS's
+// synchronous exec_blas (sync = 1) expects.
 inline void OpenMPBlasJobs(int /*sync*/, openblas_dojob_callback dojob,
                            int numjobs, size_t elsize, void* jobdata,
                            int dojob_data) {

@@ -9,9 +9,13 @@
 //     allows asymmetric ("SAME_UPPER"-style) padding.
 //   * Invalid parameters throw std::invalid_argument with the shapes in the
 //     message.
-// Work is spread with OpenMP; matrix products go through OpenBLAS, which
-// brings its own threads, so GEMMs are never issued from inside an OpenMP
-// parallel region.
+// Work is spread with OpenMP; matrix products go through OpenBLAS and are
+// never issued from inside an OpenMP parallel region. The conv functions
+// call singa::UseOpenMPForBlas() (blas.h), which makes OpenBLAS run its
+// threads on the OpenMP pool for the whole process: two pools spinning on
+// the same cores otherwise slow every GEMM that follows an OpenMP loop.
+// Conv keeps its im2col buffers in thread-local storage of the calling
+// thread (at most about 8 MiB of columns plus the output matrix).
 #ifndef SINGA_CORE_NN_KERNELS_H_
 #define SINGA_CORE_NN_KERNELS_H_
 

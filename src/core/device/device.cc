@@ -120,6 +120,8 @@ CppCPU::~CppCPU() {
 }
 
 std::shared_ptr<Device> DefaultDevice() {
+  // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
+  UseOpenMPForBlas();
   static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(0);
   return dev;
 }

@@ -250,12 +250,12 @@ bool IsPointwise(const ConvParams& p) {
 // Everything the tiled drivers share about one convolution.
 struct ConvShape {
   Geometry g;
-  size_t N;      // output pixels per image
+  size_t N;       // output pixels per image
   int G, cg, mg;  // groups, input / output channels per group
-  int K;         // column rows per group
-  size_t kk;     // kernel taps
-  int images;    // images per tile
-  int rows;      // output rows per tile (oh unless a single image is split)
+  int K;          // column rows per group
+  size_t kk;      // kernel taps
+  int images;     // images per tile
+  int rows;       // output rows per tile (oh unless one image is split)
 };
 
 ConvShape MakeShape(const ConvParams& p) {

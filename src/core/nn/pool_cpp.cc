@@ -101,7 +101,8 @@ inline int Stride(const PoolParams& p) {
 }
 
 template <int S, bool kArgmax>
-void MaxPoolPlane(const float* x, float* y, int32_t* arg, const PoolParams& p,
+void MaxPoolPlane(const float* __restrict x, float* __restrict y,
+                  int32_t* __restrict arg, const PoolParams& p,
                   const Plan& pl) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int s = Stride<S>(p), ow = pl.ow;
@@ -131,8 +132,8 @@ void MaxPoolPlane(const float* x, float* y, int32_t* arg, const PoolParams& p,
 }
 
 template <int S>
-void AvgPoolPlane(const float* x, float* y, const PoolParams& p,
-                  const Plan& pl) {
+void AvgPoolPlane(const float* __restrict x, float* __restrict y,
+                  const PoolParams& p, const Plan& pl) {
   const int s = Stride<S>(p), ow = pl.ow;
   for (int oy = 0; oy < pl.oh; ++oy) {
     float* yr = y + size_t(oy) * ow;
@@ -156,8 +157,9 @@ void AvgPoolPlane(const float* x, float* y, const PoolParams& p,
 }
 
 template <int S>
-void AvgPoolPlaneBackward(const float* dy, float* dx, const PoolParams& p,
-                          const Plan& pl, float* g) {
+void AvgPoolPlaneBackward(const float* __restrict dy, float* __restrict dx,
+                          const PoolParams& p, const Plan& pl,
+                          float* __restrict g) {
   const int s = Stride<S>(p), ow = pl.ow;
   std::fill(dx, dx + size_t(p.h) * p.w, 0.f);
   for (int oy = 0; oy < pl.oh; ++oy) {
@@ -242,6 +244,9 @@ void MaxPool2dForward(const float* x, float* y, int32_t* argmax,
 void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
                        const PoolParams& p) {
   p.Validate();
+  if (!argmax)
+    throw std::invalid_argument(
+        Describe(p) + ": MaxPool2dBackward needs the argmax of the forward");
   const long planes = long(p.n) * p.c;
   const size_t in_plane = size_t(p.h) * p.w;
   const size_t out_plane = size_t(p.oh()) * p.ow();

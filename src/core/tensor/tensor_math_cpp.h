@@ -446,6 +446,7 @@ void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
                            const T* b, int64_t ldb, float beta, T* c,
                            int64_t ldc) {
   if constexpr (std::is_same<T, float>::value) {
+    UseOpenMPForBlas();
     SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
                             a, lda, b, ldb, beta, c, ldc);

@@ -1,0 +1,711 @@
+// Standalone checks for singa::cpu conv / pool / batch-norm kernels.
+//
+// Every kernel is compared with a direct, loop-per-definition reference that
+// accumulates in double. Backward kernels are additionally compared with
+// central finite differences of the double reference forward, so a mistake
+// shared by a kernel and its reference backward would still be caught.
+// Ends with timings of the LeNet conv layers used by the training benchmark.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "singa/core/nn_kernels.h"
+
+using namespace singa::cpu;
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+static int g_pass = 0, g_fail = 0;
+
+static void Report(bool ok, const std::string& what, double err = 0) {
+  if (ok) {
+    ++g_pass;
+  } else {
+    ++g_fail;
+    std::printf("FAIL %s (err %.3g)\n", what.c_str(), err);
+  }
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+static float Uniform() {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return float((g_rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+static Vec Random(size_t n) {
+  Vec v(n);
+  for (auto& e : v) e = Uniform();
+  return v;
+}
+
+// Max error relative to the largest reference magnitude; infinities must
+// match exactly and NaNs must appear in the same places.
+static double RelErr(const float* got, const double* ref, size_t n) {
+  double scale = 1e-6, err = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(ref[i])) scale = std::max(scale, std::fabs(ref[i]));
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(ref[i]) || std::isnan(got[i])) {
+      if (std::isnan(ref[i]) != std::isnan(got[i])) return INFINITY;
+    } else if (std::isinf(ref[i]) || std::isinf(got[i])) {
+      if (double(got[i]) != ref[i]) return INFINITY;
+    } else {
+      err = std::max(err, std::fabs(got[i] - ref[i]) / scale);
+    }
+  }
+  return err;
+}
+
+static void Check(const std::string& what, const Vec& got, const DVec& ref,
+                  double tol = 2e-5) {
+  if (got.size() != ref.size()) return Report(false, what + " size", 0);
+  const double e = RelErr(got.data(), ref.data(), got.size());
+  Report(e <= tol, what, e);
+}
+
+// Central differences of a scalar function of `in` at up to `max_pts`
+// coordinates, compared with the analytic gradient `grad`.
+static void CheckFD(const std::string& what, const Vec& in,
+                    const std::function<double(const DVec&)>& loss,
+                    const Vec& grad, size_t max_pts = 48, double step = 1e-3,
+                    double tol = 1e-4) {
+  DVec x(in.begin(), in.end());
+  const size_t stride = std::max<size_t>(1, in.size() / max_pts);
+  double scale = 1e-6, err = 0;
+  DVec fd;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < in.size(); i += stride) {
+    const double keep = x[i];
+    x[i] = keep + step;
+    const double lp = loss(x);
+    x[i] = keep - step;
+    const double lm = loss(x);
+    x[i] = keep;
+    fd.push_back((lp - lm) / (2 * step));
+    idx.push_back(i);
+    scale = std::max(scale, std::fabs(fd.back()));
+  }
+  for (size_t k = 0; k < idx.size(); ++k)
+    err = std::max(err, std::fabs(grad[idx[k]] - fd[k]) / scale);
+  Report(err <= tol, what + " vs finite differences", err);
+}
+
+template <typename F>
+static bool Throws(F f) {
+  try {
+    f();
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+  return false;
+}
+
+// ----------------------------------------------------------------- conv refs
+
+static DVec RefConv(const DVec& x, const DVec& w, const DVec& b,
+                    const ConvParams& p) {
+  const int oh = p.oh(), ow = p.ow(), cg = p.c / p.groups,
+            mg = p.oc / p.groups;
+  DVec y(size_t(p.n) * p.oc * oh * ow);
+  for (int i = 0; i < p.n; ++i)
+    for (int m = 0; m < p.oc; ++m)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          double acc = b.empty() ? 0.0 : b[m];
+          const int g = m / mg;
+          for (int cc = 0; cc < cg; ++cc)
+            for (int ki = 0; ki < p.kh; ++ki)
+              for (int kj = 0; kj < p.kw; ++kj) {
+                const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+                const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                const int ci = g * cg + cc;
+                acc += x[((size_t(i) * p.c + ci) * p.h + iy) * p.w + ix] *
+                       w[((size_t(m) * cg + cc) * p.kh + ki) * p.kw + kj];
+              }
+          y[((size_t(i) * p.oc + m) * oh + oy) * ow + ox] = acc;
+        }
+  return y;
+}
+
+// Reference backward: scatters every forward product term into dx / dw / db.
+static void RefConvBackward(const DVec& x, const DVec& w, const DVec& dy,
+                            const ConvParams& p, DVec* dx, DVec* dw,
+                            DVec* db) {
+  const int oh = p.oh(), ow = p.ow(), cg = p.c / p.groups,
+            mg = p.oc / p.groups;
+  dx->assign(x.size(), 0.0);
+  dw->assign(w.size(), 0.0);
+  db->assign(p.oc, 0.0);
+  for (int i = 0; i < p.n; ++i)
+    for (int m = 0; m < p.oc; ++m)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const double g = dy[((size_t(i) * p.oc + m) * oh + oy) * ow + ox];
+          (*db)[m] += g;
+          for (int cc = 0; cc < cg; ++cc)
+            for (int ki = 0; ki < p.kh; ++ki)
+              for (int kj = 0; kj < p.kw; ++kj) {
+                const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+                const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                const size_t xi =
+                    ((size_t(i) * p.c + (m / mg) * cg + cc) * p.h + iy) * p.w +
+                    ix;
+                const size_t wi = ((size_t(m) * cg + cc) * p.kh + ki) * p.kw +
+                                  kj;
+                (*dx)[xi] += g * w[wi];
+                (*dw)[wi] += g * x[xi];
+              }
+        }
+}
+
+static DVec D(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+static double Dot(const DVec& a, const DVec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+static void TestConv(const std::string& name, ConvParams p, bool fd) {
+  const int cg = p.c / p.groups;
+  const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
+  Vec x = Random(size_t(p.n) * p.c * p.h * p.w);
+  Vec w = Random(size_t(p.oc) * cg * p.kh * p.kw);
+  Vec b = Random(p.oc), dy = Random(ysz);
+  Vec y(ysz), ynb(ysz), dx(x.size()), dw(w.size()), db(p.oc);
+  // Garbage in the outputs proves they are overwritten, not accumulated.
+  std::fill(dx.begin(), dx.end(), 7.f);
+  std::fill(dw.begin(), dw.end(), 7.f);
+  Conv2dForward(x.data(), w.data(), b.data(), y.data(), p);
+  Conv2dForward(x.data(), w.data(), nullptr, ynb.data(), p);
+  Conv2dBackwardData(dy.data(), w.data(), dx.data(), p);
+  Conv2dBackwardWeight(x.data(), dy.data(), dw.data(), p);
+  Conv2dBackwardBias(dy.data(), db.data(), p);
+
+  const DVec xd = D(x), wd = D(w), bd = D(b), dyd = D(dy);
+  Check(name + " forward", y, RefConv(xd, wd, bd, p));
+  Check(name + " forward no bias", ynb, RefConv(xd, wd, DVec(), p));
+  DVec rdx, rdw, rdb;
+  RefConvBackward(xd, wd, dyd, p, &rdx, &rdw, &rdb);
+  Check(name + " backward data", dx, rdx);
+  Check(name + " backward weight", dw, rdw);
+  Check(name + " backward bias", db, rdb);
+  if (!fd) return;
+  CheckFD(name + " dx", x,
+          [&](const DVec& v) { return Dot(RefConv(v, wd, bd, p), dyd); }, dx);
+  CheckFD(name + " dw", w,
+          [&](const DVec& v) { return Dot(RefConv(xd, v, bd, p), dyd); }, dw);
+  CheckFD(name + " db", b,
+          [&](const DVec& v) { return Dot(RefConv(xd, wd, v, p), dyd); }, db);
+}
+
+static void TestIm2Col() {
+  struct Case { int c, h, w, kh, kw, pt, pl, pb, pr, sh, sw, dh, dw; };
+  const Case cases[] = {{2, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                        {3, 9, 7, 3, 2, 0, 2, 1, 0, 2, 3, 2, 1},
+                        {1, 4, 4, 5, 5, 2, 2, 2, 2, 1, 1, 1, 1}};
+  for (const Case& k : cases) {
+    const int oh = WindowOutputSize(k.h, k.kh, k.sh, k.pt, k.pb, k.dh);
+    const int ow = WindowOutputSize(k.w, k.kw, k.sw, k.pl, k.pr, k.dw);
+    const size_t rows = size_t(k.c) * k.kh * k.kw, N = size_t(oh) * ow;
+    Vec im = Random(size_t(k.c) * k.h * k.w), col(rows * N);
+    Im2Col(im.data(), k.c, k.h, k.w, k.kh, k.kw, k.pt, k.pl, k.pb, k.pr, k.sh,
+           k.sw, k.dh, k.dw, col.data());
+    DVec ref(rows * N, 0.0), back(im.size(), 0.0);
+    Vec r = Random(rows * N), got(im.size(), 5.f);
+    for (int ci = 0; ci < k.c; ++ci)
+      for (int ki = 0; ki < k.kh; ++ki)
+        for (int kj = 0; kj < k.kw; ++kj)
+          for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+              const int iy = oy * k.sh - k.pt + ki * k.dh;
+              const int ix = ox * k.sw - k.pl + kj * k.dw;
+              const size_t row = (size_t(ci) * k.kh + ki) * k.kw + kj;
+              const size_t at = row * N + size_t(oy) * ow + ox;
+              if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+              const size_t src = (size_t(ci) * k.h + iy) * k.w + ix;
+              ref[at] = im[src];
+              back[src] += r[at];
+            }
+    Check("Im2Col", col, ref, 0);
+    Col2Im(r.data(), k.c, k.h, k.w, k.kh, k.kw, k.pt, k.pl, k.pb, k.pr, k.sh,
+           k.sw, k.dh, k.dw, got.data());
+    Check("Col2Im", got, back);
+  }
+}
+
+static ConvParams CP(int n, int c, int h, int w, int oc, int kh, int kw,
+                     int sh, int sw, int pt, int pl, int pb, int pr, int dh,
+                     int dw, int g) {
+  return ConvParams{n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, g};
+}
+
+static void TestConvAll() {
+  TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+           true);
+  TestConv("conv stride2 odd",
+           CP(3, 4, 11, 10, 6, 3, 5, 2, 2, 1, 2, 1, 2, 1, 1, 1), true);
+  TestConv("conv dilation2",
+           CP(2, 3, 13, 12, 5, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2, 1), true);
+  TestConv("conv groups2", CP(2, 4, 8, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2),
+           true);
+  TestConv("conv depthwise",
+           CP(2, 6, 9, 9, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6), true);
+  TestConv("conv depthwise x2",
+           CP(1, 3, 7, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3), true);
+  TestConv("conv asym pads",
+           CP(2, 3, 8, 7, 4, 4, 4, 2, 2, 1, 2, 2, 1, 1, 1, 1), true);
+  TestConv("conv pointwise",
+           CP(3, 8, 5, 6, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), true);
+  TestConv("conv pointwise groups2",
+           CP(2, 8, 5, 3, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2), true);
+  TestConv("conv 1x1 stride2",
+           CP(2, 4, 7, 7, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), true);
+  TestConv("conv kernel>input",
+           CP(2, 2, 3, 4, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), true);
+  TestConv("conv 1-D", CP(3, 2, 1, 17, 4, 1, 3, 1, 2, 0, 1, 0, 1, 1, 2, 1),
+           true);
+  // Large enough per image that the batch is split into chunks of several
+  // images plus a one-image remainder.
+  TestConv("conv chunked",
+           CP(4, 16, 64, 64, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  // A single image larger than the column budget is split into row bands.
+  TestConv("conv row-tiled",
+           CP(2, 8, 203, 190, 4, 3, 3, 1, 1, 1, 2, 2, 1, 1, 1, 1), false);
+  TestConv("conv row-tiled strided",
+           CP(1, 24, 161, 150, 6, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2), false);
+  // Small outputs over long reductions take the threaded dot-product path
+  // for the weight gradient, including tails of the 4x4 register tile.
+  TestConv("conv depthwise long",
+           CP(8, 6, 24, 24, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6), false);
+  TestConv("conv groups long",
+           CP(5, 4, 32, 33, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2), false);
+  TestConv("conv lenet1", CP(16, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1),
+           false);
+  TestConv("conv lenet2",
+           CP(16, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+
+  Vec buf(4096);
+  const float* f = buf.data();
+  float* o = buf.data();
+  auto bad = [&](ConvParams p) {
+    return Throws([&] { Conv2dForward(f, f, nullptr, o, p); });
+  };
+  Report(bad(CP(1, 3, 5, 5, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 2)),
+         "conv rejects groups not dividing c");
+  Report(bad(CP(1, 4, 5, 5, 3, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 2)),
+         "conv rejects groups not dividing oc");
+  Report(bad(CP(0, 3, 5, 5, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)),
+         "conv rejects zero batch");
+  Report(bad(CP(1, 3, 5, 5, 4, 3, 3, 0, 1, 0, 0, 0, 0, 1, 1, 1)),
+         "conv rejects zero stride");
+  Report(bad(CP(1, 3, 2, 5, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)),
+         "conv rejects empty output");
+  Report(bad(CP(1, 3, 5, 5, 4, 3, 3, 1, 1, -1, 0, 0, 0, 1, 1, 1)),
+         "conv rejects negative pad");
+  Report(Throws([&] {
+           Im2Col(f, 1, 2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 1, 1, o);
+         }),
+         "Im2Col rejects empty output");
+}
+
+// ----------------------------------------------------------------- pool refs
+
+static void RefMaxPool(const DVec& x, const PoolParams& p, DVec* y,
+                       std::vector<int32_t>* arg) {
+  const int oh = p.oh(), ow = p.ow();
+  y->assign(size_t(p.n) * p.c * oh * ow, 0.0);
+  arg->assign(y->size(), -1);
+  for (int q = 0; q < p.n * p.c; ++q)
+    for (int oy = 0; oy < oh; ++oy)
+      for (int ox = 0; ox < ow; ++ox) {
+        double best = -INFINITY;
+        int32_t at = -1;
+        for (int ki = 0; ki < p.kh; ++ki)
+          for (int kj = 0; kj < p.kw; ++kj) {
+            const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+            const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+            const double v = x[(size_t(q) * p.h + iy) * p.w + ix];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              at = iy * p.w + ix;
+            }
+          }
+        const size_t o = (size_t(q) * oh + oy) * ow + ox;
+        (*y)[o] = best;
+        (*arg)[o] = at;
+      }
+}
+
+// Divisor counted cell by cell, straight from the PyTorch/ONNX definition.
+static int RefAvgDivisor(const PoolParams& p, int oy, int ox) {
+  int cnt = 0;
+  for (int ki = 0; ki < p.kh; ++ki)
+    for (int kj = 0; kj < p.kw; ++kj) {
+      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+      const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+      const bool in_img = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+      const bool in_pad = iy >= -p.pad_t && iy < p.h + p.pad_b &&
+                          ix >= -p.pad_l && ix < p.w + p.pad_r;
+      cnt += p.count_include_pad ? in_pad : in_img;
+    }
+  return cnt;
+}
+
+static DVec RefAvgPool(const DVec& x, const PoolParams& p) {
+  const int oh = p.oh(), ow = p.ow();
+  DVec y(size_t(p.n) * p.c * oh * ow, 0.0);
+  for (int q = 0; q < p.n * p.c; ++q)
+    for (int oy = 0; oy < oh; ++oy)
+      for (int ox = 0; ox < ow; ++ox) {
+        double s = 0;
+        for (int ki = 0; ki < p.kh; ++ki)
+          for (int kj = 0; kj < p.kw; ++kj) {
+            const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+            const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+            s += x[(size_t(q) * p.h + iy) * p.w + ix];
+          }
+        const int d = RefAvgDivisor(p, oy, ox);
+        y[(size_t(q) * oh + oy) * ow + ox] = d > 0 ? s / d : 0.0;
+      }
+  return y;
+}
+
+static PoolParams PP(int n, int c, int h, int w, int kh, int kw, int sh,
+                     int sw, int pt, int pl, int pb, int pr, int dh, int dw,
+                     bool ceil, bool cip) {
+  return PoolParams{n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr,
+                    dh, dw, ceil, cip};
+}
+
+static void TestPool(const std::string& name, const PoolParams& p,
+                     const Vec& x, bool fd) {
+  const size_t ysz = size_t(p.n) * p.c * p.oh() * p.ow();
+  const DVec xd = D(x);
+  Vec y(ysz), dy = Random(ysz), dx(x.size(), 3.f);
+  std::vector<int32_t> arg(ysz), rarg;
+  DVec ry;
+  RefMaxPool(xd, p, &ry, &rarg);
+  MaxPool2dForward(x.data(), y.data(), arg.data(), p);
+  Check(name + " max forward", y, ry, 0);
+  Report(arg == rarg, name + " max argmax");
+  Vec y2(ysz);
+  MaxPool2dForward(x.data(), y2.data(), nullptr, p);
+  Report(y2 == y || RelErr(y2.data(), ry.data(), ysz) == 0,
+         name + " max forward without argmax");
+  MaxPool2dBackward(dy.data(), arg.data(), dx.data(), p);
+  DVec rdx(x.size(), 0.0);
+  for (size_t j = 0; j < ysz; ++j)
+    if (rarg[j] >= 0) {
+      const size_t plane = j / (size_t(p.oh()) * p.ow());
+      rdx[plane * p.h * p.w + rarg[j]] += dy[j];
+    }
+  Check(name + " max backward", dx, rdx);
+  const DVec dyd = D(dy);
+  if (fd)
+    CheckFD(name + " max dx", x,
+            [&](const DVec& v) {
+              DVec yy;
+              std::vector<int32_t> aa;
+              RefMaxPool(v, p, &yy, &aa);
+              return Dot(yy, dyd);
+            },
+            dx, 64, 1e-4);
+
+  for (bool cip : {false, true}) {
+    PoolParams q = p;
+    q.count_include_pad = cip;
+    const std::string tag = name + (cip ? " avg(incl pad)" : " avg(excl pad)");
+    Vec ay(ysz), adx(x.size(), 3.f);
+    AvgPool2dForward(x.data(), ay.data(), q);
+    Check(tag + " forward", ay, RefAvgPool(xd, q));
+    AvgPool2dBackward(dy.data(), adx.data(), q);
+    DVec radx(x.size(), 0.0);
+    const int oh = q.oh(), ow = q.ow();
+    for (int pl = 0; pl < q.n * q.c; ++pl)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const int d = RefAvgDivisor(q, oy, ox);
+          if (d == 0) continue;
+          const double g = dy[(size_t(pl) * oh + oy) * ow + ox] / d;
+          for (int ki = 0; ki < q.kh; ++ki)
+            for (int kj = 0; kj < q.kw; ++kj) {
+              const int iy = oy * q.sh - q.pad_t + ki * q.dh;
+              const int ix = ox * q.sw - q.pad_l + kj * q.dw;
+              if (iy < 0 || iy >= q.h || ix < 0 || ix >= q.w) continue;
+              radx[(size_t(pl) * q.h + iy) * q.w + ix] += g;
+            }
+        }
+    Check(tag + " backward", adx, radx);
+    if (fd)
+      CheckFD(tag + " dx", x,
+              [&](const DVec& v) { return Dot(RefAvgPool(v, q), dyd); }, adx);
+  }
+}
+
+// Values spaced 1/64 apart, shuffled: no ties, so finite differences never
+// straddle a change of the max winner.
+static Vec Distinct(size_t n) {
+  Vec v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(i) / 64.f;
+  for (size_t i = n; i > 1; --i) {
+    const size_t j = size_t((Uniform() * 0.5f + 0.5f) * (i - 1) + 0.5f);
+    std::swap(v[i - 1], v[j]);
+  }
+  return v;
+}
+
+static void TestPoolAll() {
+  struct Case { const char* name; PoolParams p; bool fd; };
+  const Case cases[] = {
+      {"pool 3x3 s2 p1", PP(2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0), 1},
+      {"pool 3x3 s2 p1 ceil", PP(2, 3, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0),
+       1},
+      {"pool 2x2 s2 ceil odd", PP(2, 2, 9, 7, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0),
+       1},
+      {"pool 2x2 s2", PP(2, 2, 8, 9, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0), 1},
+      {"pool asym", PP(1, 2, 7, 6, 3, 2, 2, 3, 0, 1, 2, 0, 1, 1, 0, 0), 1},
+      {"pool asym ceil", PP(1, 2, 7, 6, 3, 2, 2, 3, 0, 1, 2, 0, 1, 1, 1, 0), 1},
+      {"pool dil2", PP(2, 2, 10, 9, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 0, 0), 1},
+      {"pool dil2 ceil", PP(2, 2, 10, 9, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2, 1, 0), 1},
+      {"pool 1-D ceil", PP(2, 3, 1, 11, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, 1, 0), 1},
+      {"pool all-pad windows", PP(1, 2, 3, 3, 2, 2, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0),
+       0},
+      {"pool lenet", PP(64, 20, 24, 24, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0), 0},
+  };
+  for (const Case& c : cases) {
+    const size_t n = size_t(c.p.n) * c.p.c * c.p.h * c.p.w;
+    TestPool(c.name, c.p, c.fd ? Distinct(n) : Random(n), c.fd);
+  }
+  // Integer-valued input produces ties: the first maximum in scan order wins.
+  {
+    PoolParams p = PP(2, 2, 7, 8, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0);
+    Vec x = Random(size_t(2) * 2 * 7 * 8);
+    for (auto& v : x) v = std::floor(v * 1.5f);
+    TestPool("pool ties", p, x, false);
+  }
+  {
+    PoolParams p = PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
+    Vec x = Random(16), y(4);
+    x[5] = std::numeric_limits<float>::quiet_NaN();
+    MaxPool2dForward(x.data(), y.data(), nullptr, p);
+    Report(std::isnan(y[0]) && !std::isnan(y[1]) && !std::isnan(y[3]),
+           "max pool propagates NaN");
+  }
+  // Output sizes and averages worked out by hand from PyTorch's rules.
+  Report(PP(1, 1, 1, 6, 1, 3, 1, 2, 0, 0, 0, 0, 1, 1, 1, 0).ow() == 3 &&
+             PP(1, 1, 1, 6, 1, 3, 1, 2, 0, 0, 0, 0, 1, 1, 0, 0).ow() == 2 &&
+             PP(1, 1, 1, 5, 1, 2, 1, 2, 0, 1, 0, 1, 1, 1, 1, 0).ow() == 3,
+         "pool output size with ceil_mode");
+  {
+    Vec x = {1, 2, 3, 4, 5}, y(3);
+    AvgPool2dForward(x.data(), y.data(),
+                     PP(1, 1, 1, 5, 1, 2, 1, 2, 0, 0, 0, 0, 1, 1, 1, 1));
+    Report(y == Vec({1.5f, 3.5f, 5.f}), "avg pool ceil partial window");
+    Vec x6 = {1, 2, 3, 4, 5, 6}, yi(4), ye(4);
+    AvgPool2dForward(x6.data(), yi.data(),
+                     PP(1, 1, 1, 6, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, 1, 1));
+    AvgPool2dForward(x6.data(), ye.data(),
+                     PP(1, 1, 1, 6, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, 1, 0));
+    Report(yi == Vec({1.f, 3.f, 5.f, 3.f}) && ye == Vec({1.5f, 3.f, 5.f, 6.f}),
+           "avg pool ceil + pad divisors");
+  }
+  Vec buf(64);
+  Report(Throws([&] {
+           MaxPool2dForward(buf.data(), buf.data(), nullptr,
+                            PP(1, 1, 2, 2, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0));
+         }),
+         "pool rejects empty output");
+  Report(Throws([&] {
+           AvgPool2dForward(buf.data(), buf.data(),
+                            PP(1, 0, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0));
+         }),
+         "pool rejects zero channels");
+  Report(Throws([&] {
+           MaxPool2dBackward(buf.data(), nullptr, buf.data(),
+                             PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0));
+         }),
+         "max pool backward rejects missing argmax");
+}
+
+// ----------------------------------------------------------- batchnorm refs
+
+static DVec RefBN(const DVec& x, const DVec& s, const DVec& b, int n, int c,
+                  int hw, double eps, DVec* mean, DVec* var) {
+  DVec y(x.size());
+  mean->assign(c, 0.0);
+  var->assign(c, 0.0);
+  const double cnt = double(n) * hw;
+  for (int ch = 0; ch < c; ++ch) {
+    double m = 0, v = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < hw; ++j) m += x[(size_t(i) * c + ch) * hw + j];
+    m /= cnt;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < hw; ++j) {
+        const double d = x[(size_t(i) * c + ch) * hw + j] - m;
+        v += d * d;
+      }
+    v /= cnt;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < hw; ++j) {
+        const size_t k = (size_t(i) * c + ch) * hw + j;
+        y[k] = (x[k] - m) / std::sqrt(v + eps) * s[ch] + b[ch];
+      }
+    (*mean)[ch] = m;
+    (*var)[ch] = v;
+  }
+  return y;
+}
+
+static void TestBatchNorm(int n, int c, int hw, float offset, bool fd) {
+  const std::string name = "batchnorm " + std::to_string(n) + "x" +
+                           std::to_string(c) + "x" + std::to_string(hw);
+  const float eps = 1e-5f;
+  Vec x = Random(size_t(n) * c * hw), s = Random(c), b = Random(c);
+  for (auto& v : x) v = v * 2.f + offset;
+  Vec y(x.size()), mean(c), var(c), dy = Random(x.size());
+  BatchNormForwardTraining(x.data(), s.data(), b.data(), y.data(), mean.data(),
+                           var.data(), n, c, hw, eps);
+  const DVec xd = D(x), sd = D(s), bd = D(b), dyd = D(dy);
+  DVec rm, rv;
+  const DVec ry = RefBN(xd, sd, bd, n, c, hw, eps, &rm, &rv);
+  Check(name + " train forward", y, ry, 5e-5);
+  Check(name + " batch mean", mean, rm);
+  Check(name + " batch var", var, rv, 5e-5);
+
+  Vec rmean = Random(c), rvar = Random(c), yi(x.size());
+  for (auto& v : rvar) v = v * v + 0.5f;
+  BatchNormForwardInference(x.data(), s.data(), b.data(), rmean.data(),
+                            rvar.data(), yi.data(), n, c, hw, eps);
+  DVec ryi(x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    const int ch = int((k / hw) % c);
+    ryi[k] = (xd[k] - rmean[ch]) / std::sqrt(double(rvar[ch]) + eps) * sd[ch] +
+             bd[ch];
+  }
+  Check(name + " inference forward", yi, ryi);
+
+  Vec dx(x.size()), ds(c), dbias(c);
+  BatchNormBackward(x.data(), dy.data(), s.data(), mean.data(), var.data(),
+                    dx.data(), ds.data(), dbias.data(), n, c, hw, eps);
+  // Analytic reference: dx = g/sigma * (dy - mean(dy) - xhat*mean(dy*xhat)).
+  DVec rdx(x.size()), rds(c, 0.0), rdb(c, 0.0);
+  const double cnt = double(n) * hw;
+  for (int ch = 0; ch < c; ++ch) {
+    const double inv = 1.0 / std::sqrt(rv[ch] + eps);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < hw; ++j) {
+        const size_t k = (size_t(i) * c + ch) * hw + j;
+        rdb[ch] += dyd[k];
+        rds[ch] += dyd[k] * (xd[k] - rm[ch]) * inv;
+      }
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < hw; ++j) {
+        const size_t k = (size_t(i) * c + ch) * hw + j;
+        const double xh = (xd[k] - rm[ch]) * inv;
+        rdx[k] = sd[ch] * inv * (dyd[k] - rdb[ch] / cnt - xh * rds[ch] / cnt);
+      }
+  }
+  Check(name + " backward dx", dx, rdx, 1e-4);
+  Check(name + " backward dscale", ds, rds, 5e-5);
+  Check(name + " backward dbias", dbias, rdb);
+  if (!fd) return;
+  DVec m, v;
+  CheckFD(name + " dx", x,
+          [&](const DVec& t) {
+            return Dot(RefBN(t, sd, bd, n, c, hw, eps, &m, &v), dyd);
+          },
+          dx, 64, 1e-4, 2e-4);
+  CheckFD(name + " dscale", s,
+          [&](const DVec& t) {
+            return Dot(RefBN(xd, t, bd, n, c, hw, eps, &m, &v), dyd);
+          },
+          ds, 64, 1e-4, 2e-4);
+  CheckFD(name + " dbias", b,
+          [&](const DVec& t) {
+            return Dot(RefBN(xd, sd, t, n, c, hw, eps, &m, &v), dyd);
+          },
+          dbias, 64, 1e-4, 2e-4);
+}
+
+static void TestBatchNormAll() {
+  TestBatchNorm(3, 4, 5, 0.f, true);
+  TestBatchNorm(2, 3, 49, 0.f, true);
+  TestBatchNorm(5, 2, 1, 0.f, true);
+  TestBatchNorm(16, 20, 144, 0.f, false);
+  TestBatchNorm(8, 3, 100, 100.f, false);  // large mean, small spread
+  Vec buf(8);
+  Report(Throws([&] {
+           BatchNormForwardInference(buf.data(), buf.data(), buf.data(),
+                                     buf.data(), buf.data(), buf.data(), 1, 0,
+                                     4, 1e-5f);
+         }),
+         "batchnorm rejects zero channels");
+}
+
+// ------------------------------------------------------------------ timing
+
+// Best time per call over several rounds of repeated calls. The rounds are
+// interleaved across the timed functions, so a burst of load from another
+// process on this small machine spoils a round rather than a whole figure.
+static std::vector<double> BestMs(
+    const std::vector<std::function<void()>>& fns, int rounds, int reps) {
+  std::vector<double> best(fns.size(), 1e30);
+  for (auto& f : fns) f();
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < fns.size(); ++k)
+      for (int i = 0; i < reps; ++i) {
+        const auto a = std::chrono::steady_clock::now();
+        fns[k]();
+        const auto b = std::chrono::steady_clock::now();
+        best[k] = std::min(
+            best[k], std::chrono::duration<double, std::milli>(b - a).count());
+      }
+  return best;
+}
+
+static void Time(const char* name, const ConvParams& p) {
+  const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
+  Vec x = Random(size_t(p.n) * p.c * p.h * p.w);
+  Vec w = Random(size_t(p.oc) * (p.c / p.groups) * p.kh * p.kw);
+  Vec b = Random(p.oc), y(ysz), dy = Random(ysz), dx(x.size()), dw(w.size()),
+      db(p.oc);
+  const std::vector<double> t = BestMs(
+      {[&] { Conv2dForward(x.data(), w.data(), b.data(), y.data(), p); },
+       [&] { Conv2dBackwardData(dy.data(), w.data(), dx.data(), p); },
+       [&] { Conv2dBackwardWeight(x.data(), dy.data(), dw.data(), p); },
+       [&] { Conv2dBackwardBias(dy.data(), db.data(), p); }},
+      10, 3);
+  const double gflop = 2.0 * ysz * (p.c / p.groups) * p.kh * p.kw * 1e-9;
+  std::printf(
+      "timing %s: fwd %.3f ms (%.1f GFLOP/s), bwd data %.3f ms, bwd weight "
+      "%.3f ms, bwd bias %.3f ms, fwd+bwd %.3f ms\n",
+      name, t[0], gflop / t[0] * 1e3, t[1], t[2], t[3],
+      t[0] + t[1] + t[2] + t[3]);
+}
+
+int main() {
+  TestIm2Col();
+  TestConvAll();
+  TestPoolAll();
+  TestBatchNormAll();
+  Time("conv1 64x1x28x28 -> 20 5x5",
+       CP(64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  Time("conv2 64x20x12x12 -> 50 5x5",
+       CP(64, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  std::printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail == 0 ? 0 : 1;
+}
