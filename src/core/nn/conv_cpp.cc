@@ -23,6 +23,8 @@
 #include "singa/core/blas.h"
 #include "singa/core/nn_kernels.h"
 
+#include "window.h"
+
 namespace singa {
 namespace cpu {
 
@@ -64,16 +66,6 @@ float* Reserve(std::vector<float>* v, size_t n) {
   return v->data();
 }
 
-// Output positions o in [lo, hi) for which o * s + off lies in [0, in).
-inline void ValidRange(int out, int s, int off, int in, int* lo, int* hi) {
-  int l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int last = in - 1 - off;
-  int h = last < 0 ? 0 : last / s + 1;
-  l = std::min(l, out);
-  h = std::min(h, out);
-  *lo = l;
-  *hi = std::max(h, l);
-}
 
 // Short contiguous runs (a feature-map row is often 8-24 floats) are where
 // im2col/col2im spend their time. A plain loop would either pay a vector

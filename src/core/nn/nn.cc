@@ -46,40 +46,53 @@ void RunKernel(const char* op, const Tensor& out, Fn&& fn) {
   }
 }
 
-cpu::ConvParams MakeConv(const char* op, const Shape& xs, const Shape& ws,
-                         const std::vector<int>& stride, const std::vector<int>& pads,
-                         const std::vector<int>& dilation, int groups) {
+// Fills the fields that convolution and pooling parameters share.
+template <typename P>
+void FillWindow(const char* op, const Shape& xs, const std::vector<int>& stride,
+                const std::vector<int>& pads, const std::vector<int>& dilation, P* p) {
   SINGA_CHECK(xs.size() == 4, ShapeError, op, ": input must be 4-D NCHW, got shape ", xs);
-  SINGA_CHECK(ws.size() == 4, ShapeError, op, ": weight must be 4-D (O, I/groups, kH, kW), got shape ", ws);
-  SINGA_CHECK(groups >= 1, ValueError, op, ": groups must be positive, got ", groups);
-  SINGA_CHECK(ws[1] * static_cast<size_t>(groups) == xs[1], ShapeError, op, ": input shape ", xs,
-              " has ", xs[1], " channels but weight shape ", ws, " with groups=", groups,
-              " expects ", ws[1] * groups);
   auto s = Pair(stride, op, "stride");
   auto d = Pair(dilation, op, "dilation");
-  auto p = Pads(pads, op);
-  cpu::ConvParams cp;
-  cp.n = ToInt(xs[0], op, xs);
-  cp.c = ToInt(xs[1], op, xs);
-  cp.h = ToInt(xs[2], op, xs);
-  cp.w = ToInt(xs[3], op, xs);
-  cp.oc = ToInt(ws[0], op, ws);
-  cp.kh = ToInt(ws[2], op, ws);
-  cp.kw = ToInt(ws[3], op, ws);
-  cp.sh = s[0];
-  cp.sw = s[1];
-  cp.pad_t = p[0];
-  cp.pad_l = p[1];
-  cp.pad_b = p[2];
-  cp.pad_r = p[3];
-  cp.dh = d[0];
-  cp.dw = d[1];
-  cp.groups = groups;
+  auto pd = Pads(pads, op);
+  p->n = ToInt(xs[0], op, xs);
+  p->c = ToInt(xs[1], op, xs);
+  p->h = ToInt(xs[2], op, xs);
+  p->w = ToInt(xs[3], op, xs);
+  p->sh = s[0];
+  p->sw = s[1];
+  p->pad_t = pd[0];
+  p->pad_l = pd[1];
+  p->pad_b = pd[2];
+  p->pad_r = pd[3];
+  p->dh = d[0];
+  p->dw = d[1];
+}
+
+template <typename P>
+void Validate(const char* op, const P& p) {
   try {
-    cp.Validate();
+    p.Validate();
   } catch (const std::invalid_argument& e) {
     SINGA_THROW(ShapeError, op, ": ", e.what());
   }
+}
+
+cpu::ConvParams MakeConv(const char* op, const Shape& xs, const Shape& ws,
+                         const std::vector<int>& stride, const std::vector<int>& pads,
+                         const std::vector<int>& dilation, int groups) {
+  cpu::ConvParams cp;
+  FillWindow(op, xs, stride, pads, dilation, &cp);
+  SINGA_CHECK(ws.size() == 4, ShapeError, op,
+              ": weight must be 4-D (O, I/groups, kH, kW), got shape ", ws);
+  SINGA_CHECK(groups >= 1, ValueError, op, ": groups must be positive, got ", groups);
+  SINGA_CHECK(ws[1] * static_cast<size_t>(groups) == xs[1], ShapeError, op, ": input shape ",
+              xs, " has ", xs[1], " channels but weight shape ", ws, " with groups=", groups,
+              " expects ", ws[1] * groups);
+  cp.oc = ToInt(ws[0], op, ws);
+  cp.kh = ToInt(ws[2], op, ws);
+  cp.kw = ToInt(ws[3], op, ws);
+  cp.groups = groups;
+  Validate(op, cp);
   return cp;
 }
 
@@ -87,33 +100,14 @@ cpu::PoolParams MakePool(const char* op, const Shape& xs, const std::vector<int>
                          const std::vector<int>& stride, const std::vector<int>& pads,
                          const std::vector<int>& dilation, bool ceil_mode,
                          bool count_include_pad) {
-  SINGA_CHECK(xs.size() == 4, ShapeError, op, ": input must be 4-D NCHW, got shape ", xs);
-  auto k = Pair(kernel, op, "kernel");
-  auto s = Pair(stride, op, "stride");
-  auto d = Pair(dilation, op, "dilation");
-  auto p = Pads(pads, op);
   cpu::PoolParams pp;
-  pp.n = ToInt(xs[0], op, xs);
-  pp.c = ToInt(xs[1], op, xs);
-  pp.h = ToInt(xs[2], op, xs);
-  pp.w = ToInt(xs[3], op, xs);
+  FillWindow(op, xs, stride, pads, dilation, &pp);
+  auto k = Pair(kernel, op, "kernel");
   pp.kh = k[0];
   pp.kw = k[1];
-  pp.sh = s[0];
-  pp.sw = s[1];
-  pp.pad_t = p[0];
-  pp.pad_l = p[1];
-  pp.pad_b = p[2];
-  pp.pad_r = p[3];
-  pp.dh = d[0];
-  pp.dw = d[1];
   pp.ceil_mode = ceil_mode;
   pp.count_include_pad = count_include_pad;
-  try {
-    pp.Validate();
-  } catch (const std::invalid_argument& e) {
-    SINGA_THROW(ShapeError, op, ": ", e.what());
-  }
+  Validate(op, pp);
   return pp;
 }
 

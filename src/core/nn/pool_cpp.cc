@@ -16,6 +16,8 @@
 
 #include "singa/core/nn_kernels.h"
 
+#include "window.h"
+
 namespace singa {
 namespace cpu {
 
@@ -23,16 +25,6 @@ namespace {
 
 constexpr long kParallelWork = 1L << 15;
 
-// Output positions o in [lo, hi) for which o * s + off lies in [0, in).
-inline void ValidRange(int out, int s, int off, int in, int* lo, int* hi) {
-  int l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int last = in - 1 - off;
-  int h = last < 0 ? 0 : last / s + 1;
-  l = std::min(l, out);
-  h = std::min(h, out);
-  *lo = l;
-  *hi = std::max(h, l);
-}
 
 std::string Describe(const PoolParams& p) {
   std::ostringstream os;
