@@ -1,0 +1,155 @@
+"""Checkpoint files: named arrays plus JSON metadata, nothing executable.
+
+A checkpoint is a zip archive readable by ``np.load(path, allow_pickle=False)``:
+
+* ``meta.json``: ``{"format": "singa-checkpoint", "version": 1,
+  "arrays": {name: {"file": ..., "shape": [...], "dtype": ...}},
+  "meta": <caller's JSON>}``;
+* one ``.npy`` member per array. Members are numbered (``a0.npy``) rather
+  than named after the array, so any name is safe inside the archive.
+
+Loading never unpickles: arrays are read with ``allow_pickle=False`` and the
+metadata with ``json``. The zip CRC of every member is checked on read, so a
+truncated or corrupted file raises ``ValueError`` naming the entry.
+
+Saving is atomic: the archive is written to a temporary file in the target's
+directory, flushed to disk, then renamed over the target with
+``os.replace``. A crash mid-save leaves the previous file untouched.
+"""
+
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+
+import numpy as np
+
+FORMAT = "singa-checkpoint"
+VERSION = 1
+_META = "meta.json"
+_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "bool")
+
+
+def _write_archive(f, arrays, meta):
+    index = {}
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for i, (name, arr) in enumerate(arrays.items()):
+            member = f"a{i}.npy"
+            index[name] = {"file": member, "shape": list(arr.shape), "dtype": str(arr.dtype)}
+            with zf.open(member, "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, arr, allow_pickle=False)
+        doc = {"format": FORMAT, "version": VERSION, "arrays": index, "meta": meta}
+        zf.writestr(_META, json.dumps(doc, sort_keys=True))
+
+
+def save(fpath, arrays, meta=None):
+    """Writes arrays ({name: ndarray}) and meta (JSON-able) to fpath atomically."""
+    fpath = os.fspath(fpath)
+    clean = {}
+    for name, arr in arrays.items():
+        if not isinstance(name, str):
+            raise TypeError(f"checkpoint.save: array names must be strings, got {name!r}")
+        a = np.ascontiguousarray(arr)
+        if a.dtype.name not in _DTYPES:
+            raise TypeError(f"checkpoint.save: array {name!r} has dtype {a.dtype}; "
+                            f"supported: {', '.join(_DTYPES)}")
+        clean[name] = a
+    try:
+        json.dumps(meta)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"checkpoint.save: metadata is not JSON-serialisable: {e}") from None
+    directory = os.path.dirname(os.path.abspath(fpath))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(fpath)}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write_archive(f, clean, meta)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, fpath)
+    except BaseException:
+        # Whatever went wrong (including KeyboardInterrupt), the target is
+        # untouched; only the partial temporary file needs removing.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory):
+    """Makes the rename durable where the OS allows opening directories."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, KeyError)
+
+
+def load(fpath):
+    """Returns (arrays, meta) from a checkpoint written by save.
+
+    Raises FileNotFoundError for a missing file and ValueError for anything
+    that is not an intact checkpoint, naming the entry at fault.
+    """
+    fpath = os.fspath(fpath)
+    if not os.path.exists(fpath):
+        raise FileNotFoundError(f"checkpoint {fpath!r} does not exist")
+    try:
+        npz = np.load(fpath, allow_pickle=False)
+    except _READ_ERRORS as e:
+        raise ValueError(f"checkpoint {fpath!r} is truncated or not a singa checkpoint "
+                         f"(not a readable zip archive: {e})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ValueError(f"checkpoint {fpath!r} is not a singa checkpoint (a bare .npy file)")
+    with npz:
+        doc = _read_meta(npz, fpath)
+        arrays = {}
+        for name, entry in doc["arrays"].items():
+            arrays[name] = _read_array(npz, fpath, name, entry)
+    return arrays, doc["meta"]
+
+
+def _read_meta(npz, fpath):
+    try:
+        raw = npz.zip.read(_META)
+        doc = json.loads(raw.decode("utf-8"))
+    except _READ_ERRORS + (UnicodeDecodeError,) as e:
+        raise ValueError(f"checkpoint {fpath!r}: metadata entry {_META!r} is missing or "
+                         f"corrupted ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"checkpoint {fpath!r} is not a singa checkpoint (format tag missing)")
+    if doc.get("version") != VERSION:
+        raise ValueError(f"checkpoint {fpath!r} has version {doc.get('version')!r}; "
+                         f"this singa reads version {VERSION}")
+    if not isinstance(doc.get("arrays"), dict):
+        raise ValueError(f"checkpoint {fpath!r}: metadata has no array index")
+    return doc
+
+
+def _read_array(npz, fpath, name, entry):
+    try:
+        member = entry["file"]
+        with npz.zip.open(member) as f:
+            arr = np.lib.format.read_array(f, allow_pickle=False)
+            # Reading to the end makes zipfile verify the member's CRC.
+            if f.read(1):
+                raise ValueError("trailing bytes after the array")
+    except _READ_ERRORS + (TypeError,) as e:
+        raise ValueError(f"checkpoint {fpath!r}: entry for {name!r} is truncated or "
+                         f"corrupted ({e})") from None
+    if list(arr.shape) != list(entry.get("shape", [])) or str(arr.dtype) != entry.get("dtype"):
+        raise ValueError(f"checkpoint {fpath!r}: entry for {name!r} holds {arr.dtype} "
+                         f"{arr.shape} but the index says {entry.get('dtype')} "
+                         f"{tuple(entry.get('shape', []))}")
+    return arr

@@ -1,0 +1,1 @@
+"""Layer implementations by family; ``singa.layer`` is the public module."""

@@ -1,0 +1,233 @@
+"""Optimizers checked step by step against NumPy transcriptions of their
+formulas, and against PyTorch's optimizers when torch is installed."""
+
+import math
+
+import numpy as np
+import pytest
+
+from singa import opt, tensor
+
+STEPS = 6
+
+
+def _param_and_grads(seed=0, shape=(4, 3)):
+    rng = np.random.default_rng(seed)
+    p0 = rng.standard_normal(shape).astype(np.float32)
+    grads = [rng.standard_normal(shape).astype(np.float32) for _ in range(STEPS)]
+    return p0, grads
+
+
+def _run_singa(optimizer, p0, grads):
+    p = tensor.from_numpy(p0)
+    p.name = "w"
+    out = []
+    for g in grads:
+        optimizer.update(p, tensor.from_numpy(g))
+        optimizer.step()
+        out.append(p.numpy().copy())
+    return out
+
+
+# ---- NumPy references: one function per optimizer, the published formulas ----
+
+def _np_sgd(p0, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    p, buf, out = p0.astype(np.float64), None, []
+    for g in grads:
+        g = g + weight_decay * p
+        if momentum:
+            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
+            g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+        out.append(p)
+    return out
+
+
+def _np_rmsprop(p0, grads, lr, rho, eps, weight_decay=0.0):
+    p, s, out = p0.astype(np.float64), 0.0, []
+    for g in grads:
+        g = g + weight_decay * p
+        s = rho * s + (1 - rho) * g * g
+        p = p - lr * g / (np.sqrt(s) + eps)
+        out.append(p)
+    return out
+
+
+def _np_adagrad(p0, grads, lr, eps, weight_decay=0.0):
+    p, s, out = p0.astype(np.float64), 0.0, []
+    for g in grads:
+        g = g + weight_decay * p
+        s = s + g * g
+        p = p - lr * g / (np.sqrt(s) + eps)
+        out.append(p)
+    return out
+
+
+def _np_adam(p0, grads, lr, b1, b2, eps, weight_decay=0.0, decoupled=False):
+    p, m, v, out = p0.astype(np.float64), 0.0, 0.0, []
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        mhat = m / (1 - b1 ** t)
+        vhat = v / (1 - b2 ** t)
+        p = p - lr * mhat / (np.sqrt(vhat) + eps)
+        out.append(p)
+    return out
+
+
+CASES = [
+    ("sgd", lambda: opt.SGD(lr=0.1),
+     lambda p, g: _np_sgd(p, g, 0.1)),
+    ("sgd-momentum", lambda: opt.SGD(lr=0.05, momentum=0.9),
+     lambda p, g: _np_sgd(p, g, 0.05, momentum=0.9)),
+    ("sgd-dampening-wd", lambda: opt.SGD(lr=0.05, momentum=0.8, dampening=0.3, weight_decay=0.01),
+     lambda p, g: _np_sgd(p, g, 0.05, 0.8, 0.3, 0.01)),
+    ("sgd-nesterov", lambda: opt.SGD(lr=0.05, momentum=0.9, weight_decay=0.1, nesterov=True),
+     lambda p, g: _np_sgd(p, g, 0.05, 0.9, 0.0, 0.1, True)),
+    ("rmsprop", lambda: opt.RMSProp(lr=0.01, rho=0.9, epsilon=1e-6, weight_decay=0.01),
+     lambda p, g: _np_rmsprop(p, g, 0.01, 0.9, 1e-6, 0.01)),
+    ("adagrad", lambda: opt.AdaGrad(lr=0.1, epsilon=1e-8, weight_decay=0.05),
+     lambda p, g: _np_adagrad(p, g, 0.1, 1e-8, 0.05)),
+    ("adam", lambda: opt.Adam(lr=0.01, beta_1=0.8, beta_2=0.99, epsilon=1e-7),
+     lambda p, g: _np_adam(p, g, 0.01, 0.8, 0.99, 1e-7)),
+    ("adam-wd", lambda: opt.Adam(lr=0.01, weight_decay=0.1),
+     lambda p, g: _np_adam(p, g, 0.01, 0.9, 0.999, 1e-8, 0.1)),
+    ("adamw", lambda: opt.AdamW(lr=0.01, weight_decay=0.1),
+     lambda p, g: _np_adam(p, g, 0.01, 0.9, 0.999, 1e-8, 0.1, decoupled=True)),
+]
+
+
+@pytest.mark.parametrize("name,make,reference", CASES, ids=[c[0] for c in CASES])
+def test_matches_numpy_formula(name, make, reference):
+    p0, grads = _param_and_grads()
+    got = _run_singa(make(), p0, grads)
+    want = reference(p0, grads)
+    for step, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{name} step {step}")
+
+
+def _torch_cases(torch):
+    return {
+        "sgd": lambda p: torch.optim.SGD([p], lr=0.1),
+        "sgd-momentum": lambda p: torch.optim.SGD([p], lr=0.05, momentum=0.9),
+        "sgd-dampening-wd": lambda p: torch.optim.SGD([p], lr=0.05, momentum=0.8,
+                                                      dampening=0.3, weight_decay=0.01),
+        "sgd-nesterov": lambda p: torch.optim.SGD([p], lr=0.05, momentum=0.9,
+                                                  weight_decay=0.1, nesterov=True),
+        "rmsprop": lambda p: torch.optim.RMSprop([p], lr=0.01, alpha=0.9, eps=1e-6,
+                                                 weight_decay=0.01),
+        "adagrad": lambda p: torch.optim.Adagrad([p], lr=0.1, eps=1e-8, weight_decay=0.05),
+        "adam": lambda p: torch.optim.Adam([p], lr=0.01, betas=(0.8, 0.99), eps=1e-7),
+        "adam-wd": lambda p: torch.optim.Adam([p], lr=0.01, weight_decay=0.1),
+        "adamw": lambda p: torch.optim.AdamW([p], lr=0.01, weight_decay=0.1),
+    }
+
+
+@pytest.mark.parametrize("name,make", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
+def test_matches_pytorch(name, make):
+    torch = pytest.importorskip("torch")
+    p0, grads = _param_and_grads(seed=1)
+    got = _run_singa(make(), p0, grads)
+    tp = torch.nn.Parameter(torch.tensor(p0))
+    topt = _torch_cases(torch)[name](tp)
+    for step, g in enumerate(grads):
+        tp.grad = torch.tensor(g)
+        topt.step()
+        np.testing.assert_allclose(got[step], tp.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{name} step {step}")
+
+
+def test_update_is_in_place():
+    p = tensor.from_numpy(np.ones((3,), np.float32))
+    p.name = "p"
+    before = p.data
+    opt.SGD(lr=0.5, momentum=0.9).update(p, tensor.from_numpy(np.ones((3,), np.float32)))
+    assert p.data is before
+    np.testing.assert_allclose(p.numpy(), 0.5)
+
+
+def test_grad_is_not_modified_by_weight_decay():
+    p = tensor.from_numpy(np.ones((3,), np.float32))
+    g = tensor.from_numpy(np.full((3,), 2.0, np.float32))
+    opt.SGD(lr=0.1, weight_decay=0.5).update(p, g)
+    np.testing.assert_allclose(g.numpy(), 2.0)
+
+
+def test_exponential_decay_schedule():
+    sched = opt.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
+    assert sched(0) == pytest.approx(0.1)
+    assert sched(1) == pytest.approx(0.1 * 0.5 ** 0.5)
+    stair = opt.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5, staircase=True)
+    assert [stair(s) for s in range(5)] == pytest.approx([0.1, 0.1, 0.05, 0.05, 0.025])
+    assert opt.Constant(0.3)(100) == pytest.approx(0.3)
+
+
+def test_scheduled_lr_drives_sgd():
+    p0, grads = _param_and_grads()
+    sched = opt.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5)
+    got = _run_singa(opt.SGD(lr=sched), p0, grads)
+    p = p0.astype(np.float64)
+    for step, g in enumerate(grads):
+        p = p - 0.1 * 0.5 ** step * g
+        np.testing.assert_allclose(got[step], p, rtol=1e-5, atol=1e-6)
+
+
+def test_states_round_trip_continues_identically():
+    p0, grads = _param_and_grads()
+    a = opt.Adam(lr=0.01)
+    pa = tensor.from_numpy(p0)
+    pa.name = "w"
+    for g in grads[:3]:
+        a.update(pa, tensor.from_numpy(g))
+        a.step()
+    states = {k: (v.numpy() if isinstance(v, tensor.Tensor) else v)
+              for k, v in a.get_states().items()}
+    assert set(states) == {"step_counter", "m/w", "v/w"}
+    b = opt.Adam(lr=0.01)
+    b.set_states(states)
+    pb = tensor.from_numpy(pa.numpy())
+    pb.name = "w"
+    for g in grads[3:]:
+        for o, p in ((a, pa), (b, pb)):
+            o.update(p, tensor.from_numpy(g))
+            o.step()
+    np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
+
+
+def test_errors_name_shapes_and_params():
+    p = tensor.Tensor((2, 3))
+    p.name = "fc.W"
+    with pytest.raises(ValueError, match=r"fc\.W.*\(2, 3\)"):
+        opt.SGD(0.1).update(p, tensor.Tensor((3, 2)))
+    with pytest.raises(TypeError, match="lr"):
+        opt.SGD(lr="fast")
+    with pytest.raises(ValueError, match="momentum"):
+        opt.SGD(lr=0.1, momentum=1.5)
+    with pytest.raises(ValueError, match="nesterov"):
+        opt.SGD(lr=0.1, nesterov=True)
+    o = opt.SGD(0.1, momentum=0.9)
+    o.set_states({"momentum/fc.W": np.zeros((5,), np.float32)})
+    with pytest.raises(ValueError, match=r"momentum/fc\.W"):
+        o.update(p, tensor.Tensor((2, 3)))
+
+
+def test_bias_correction_uses_step_counter():
+    # Two parameters updated in the same step share t; the counter only
+    # moves on step().
+    o = opt.Adam(lr=0.1)
+    x, y = tensor.from_numpy(np.zeros(2, np.float32)), tensor.from_numpy(np.zeros(2, np.float32))
+    x.name, y.name = "x", "y"
+    g = tensor.from_numpy(np.ones(2, np.float32))
+    o.update(x, g)
+    o.update(y, g)
+    np.testing.assert_allclose(x.numpy(), y.numpy())
+    # At t = 1 Adam moves each weight by lr (up to epsilon).
+    np.testing.assert_allclose(x.numpy(), -0.1, rtol=1e-5)
+    assert o.step_counter == 0
+    o.step()
+    assert o.step_counter == 1
+    assert math.isclose(o.lr_value(), 0.1)
