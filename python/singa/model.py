@@ -135,6 +135,12 @@ class Model(Layer):
 
     # ---- checkpoints ----
 
+    def to_onnx(self, inputs, **kwargs):
+        """This model as an onnx.ModelProto, traced from example inputs
+        (see singa.sonnx.export_model for the keyword arguments)."""
+        from singa import sonnx  # onnx is an optional dependency
+        return sonnx.export_model(self, inputs, **kwargs)
+
     def save_states(self, fpath, aux_states=None):
         """Saves parameters, states, the optimizer's states and aux_states.
 

@@ -294,3 +294,14 @@ def test_bad_opset(opset):
 def test_non_tensor_arguments():
     with pytest.raises(TypeError, match="not a singa Tensor"):
         sonnx.to_onnx([np.zeros(3)], [_randn(3)])
+
+
+def test_model_exports_itself():
+    net = MLP()
+    x = _randn(3, 20)
+    net.compile([x], is_train=False)
+    m = net.to_onnx([x], model_name="mlp")
+    onnx.checker.check_model(m, full_check=True)
+    assert m.graph.name == "mlp"
+    got = sonnx.prepare(m).run([x])[0]
+    np.testing.assert_allclose(tensor.to_numpy(got), tensor.to_numpy(net(x)), rtol=1e-5, atol=1e-6)
