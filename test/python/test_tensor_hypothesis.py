@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from singa import tensor
 
-SETTINGS = settings(max_examples=150, deadline=None,
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=4).map(tuple)

@@ -170,9 +170,11 @@ namespace {
 std::vector<bool> ReducedAxes(const Tensor& x, const std::vector<int>& axes,
                               const char* name) {
   std::vector<bool> red(x.nDim(), axes.empty());
-  for (int a : axes) {
-    size_t ax = NormAxis(a, x.nDim(), name);
-    SINGA_CHECK(!red[ax], ValueError, name, ": axis ", a, " is repeated");
+  std::vector<size_t> norm;
+  // Every axis is range-checked before repeats are looked for, as NumPy does.
+  for (int a : axes) norm.push_back(NormAxis(a, x.nDim(), name));
+  for (size_t ax : norm) {
+    SINGA_CHECK(!red[ax], ValueError, name, ": axis ", ax, " is repeated in ", axes);
     red[ax] = true;
   }
   return red;
