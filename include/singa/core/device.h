@@ -3,6 +3,7 @@
 #ifndef SINGA_CORE_DEVICE_H_
 #define SINGA_CORE_DEVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,7 @@ class CppCPU : public Device {
   std::mutex cache_mutex_;
   std::unordered_map<size_t, std::vector<void*>> cache_;
   size_t cached_bytes_ = 0;
+  std::atomic<size_t> next_colour_{0};
 };
 
 // The process-wide default device (a CppCPU).

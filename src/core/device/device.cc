@@ -73,6 +73,9 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kLargeBuffer = 2 * kHugePage;
 // Upper bound on the bytes the cache may hold.
 constexpr size_t kCacheLimit = size_t(512) << 20;
+// Start offsets of large buffers cycle through kColours steps of 5 lines.
+constexpr size_t kColours = 16;
+constexpr size_t kColourStep = 320;
 
 size_t RoundLarge(size_t size) { return (size + kHugePage - 1) / kHugePage * kHugePage; }
 }  // namespace
@@ -80,22 +83,29 @@ size_t RoundLarge(size_t size) { return (size + kHugePage - 1) / kHugePage * kHu
 void* CppCPU::Malloc(size_t size) {
   if (size == 0) return nullptr;
   if (size >= kLargeBuffer) {
-    const size_t rounded = RoundLarge(size);
+    // Large buffers start at a rotating offset ("colour") past their 2 MiB
+    // boundary: operands that all began on the boundary would contend for
+    // the same cache sets and alias each other in the load/store queues.
+    const size_t colour = (next_colour_++ % kColours) * kColourStep;
+    const size_t rounded = RoundLarge(size + kColours * kColourStep);
+    void* base = nullptr;
     {
       std::lock_guard<std::mutex> lock(cache_mutex_);
       auto it = cache_.find(rounded);
       if (it != cache_.end() && !it->second.empty()) {
-        void* p = it->second.back();
+        base = it->second.back();
         it->second.pop_back();
         cached_bytes_ -= rounded;
-        return p;
       }
     }
-    void* p = std::aligned_alloc(kHugePage, rounded);
+    if (!base) {
+      base = std::aligned_alloc(kHugePage, rounded);
+      if (!base) return nullptr;
 #ifdef MADV_HUGEPAGE
-    if (p) madvise(p, rounded, MADV_HUGEPAGE);
+      madvise(base, rounded, MADV_HUGEPAGE);
 #endif
-    return p;
+    }
+    return static_cast<char*>(base) + colour;
   }
   // 64-byte alignment lets AVX-512 loads start on a cache line.
   return std::aligned_alloc(64, (size + 63) / 64 * 64);
@@ -103,13 +113,16 @@ void* CppCPU::Malloc(size_t size) {
 
 void CppCPU::Free(void* ptr, size_t size) {
   if (size >= kLargeBuffer) {
-    const size_t rounded = RoundLarge(size);
+    const size_t rounded = RoundLarge(size + kColours * kColourStep);
+    void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) & ~(kHugePage - 1));
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cached_bytes_ + rounded <= kCacheLimit) {
-      cache_[rounded].push_back(ptr);
+      cache_[rounded].push_back(base);
       cached_bytes_ += rounded;
       return;
     }
+    std::free(base);
+    return;
   }
   std::free(ptr);
 }

@@ -67,44 +67,35 @@ void ForRuns(const ElemSpace& sp, Fn&& fn) {
   }
 }
 
-// Runs longer than this write their results with streaming stores: the
-// output then skips the read-for-ownership trip through the caches, which
-// is a third of the memory traffic of a large binary op.
-constexpr int64_t kStreamMin = int64_t(1) << 18;
-constexpr int64_t kStreamChunk = 2048;
+// Runs at least this long (elements) are written with streaming stores:
+// the output then skips the read-for-ownership trip through the caches,
+// a third of the memory traffic of a large binary op. Shorter outputs stay
+// cached for the op that reads them next.
+constexpr int64_t kStreamMin = int64_t(1) << 19;
 
-inline void StreamCopy(float* __restrict dst, const float* __restrict src, int64_t n) {
+// y[i] = f(i) for i in [0, n), vectorised.
+template <typename T, typename F>
+inline void WriteRun(T* y, int64_t n, F&& f) {
 #if defined(__AVX512F__)
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
-  for (; i < n; ++i) dst[i] = src[i];
-#elif defined(__AVX__)
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-  for (; i < n; ++i) dst[i] = src[i];
-#else
-  std::copy(src, src + n, dst);
-#endif
-}
-
-// Calls compute(begin, len, buf) on chunks that fit in L1, each writing
-// len results to buf, then streams buf to dst. Only for float outputs
-// aligned to a cache line; anything else computes straight into dst.
-template <typename T, typename Compute>
-inline void ComputeRun(T* dst, int64_t n, Compute&& compute) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (n >= kStreamMin && reinterpret_cast<uintptr_t>(dst) % 64 == 0) {
-      alignas(64) float buf[kStreamChunk];
-      for (int64_t b = 0; b < n; b += kStreamChunk) {
-        const int64_t len = std::min(kStreamChunk, n - b);
-        compute(b, len, buf);
-        StreamCopy(dst + b, buf, len);
+  if constexpr (sizeof(T) == 4) {
+    if (n >= kStreamMin) {
+      int64_t i = 0;
+      for (; i < n && (reinterpret_cast<uintptr_t>(y + i) & 63); ++i) y[i] = f(i);
+      for (; i + 16 <= n; i += 16) {
+        alignas(64) T t[16];
+#pragma omp simd
+        for (int k = 0; k < 16; ++k) t[k] = f(i + k);
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(y + i),
+                            _mm512_load_si512(reinterpret_cast<const void*>(t)));
       }
+      for (; i < n; ++i) y[i] = f(i);
       _mm_sfence();
       return;
     }
   }
-  compute(0, n, dst);
+#endif
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = f(i);
 }
 
 }  // namespace cpu
@@ -117,11 +108,7 @@ void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
     T* yo = y + off[0];
     const T* xo = x + off[1];
     if (sy == 1 && sx == 1) {
-      cpu::ComputeRun(yo, n, [&](int64_t b, int64_t len, T* __restrict out) {
-        const T* __restrict in = xo + b;
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) out[i] = op(in[i]);
-      });
+      cpu::WriteRun(yo, n, [&](int64_t i) { return op(xo[i]); });
     } else {
       for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(xo[i * sx]);
     }
@@ -139,25 +126,15 @@ void Math<lang::Cpp>::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
     T* yo = y + off[0];
     const T* ao = a + off[1];
     const T* bo = b + off[2];
-    // y may alias a or b exactly (in-place ops); a chunk is read before it
-    // is written, so that is safe, but the inputs cannot be __restrict.
+    // y may alias a or b exactly (in-place ops), so no __restrict here.
     if (sy == 1 && sa == 1 && sb == 1) {
-      cpu::ComputeRun(yo, n, [&](int64_t s, int64_t len, T* out) {
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) out[i] = op(ao[s + i], bo[s + i]);
-      });
+      cpu::WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bo[i]); });
     } else if (sy == 1 && sa == 1 && sb == 0) {
       const T bv = *bo;
-      cpu::ComputeRun(yo, n, [&](int64_t s, int64_t len, T* out) {
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) out[i] = op(ao[s + i], bv);
-      });
+      cpu::WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bv); });
     } else if (sy == 1 && sa == 0 && sb == 1) {
       const T av = *ao;
-      cpu::ComputeRun(yo, n, [&](int64_t s, int64_t len, T* out) {
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) out[i] = op(av, bo[s + i]);
-      });
+      cpu::WriteRun(yo, n, [&](int64_t i) { return op(av, bo[i]); });
     } else {
       for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(ao[i * sa], bo[i * sb]);
     }
@@ -342,22 +319,46 @@ void ReduceImpl(int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
     }
     return;
   }
-  // Reduce rows of length inner into one row; split the row into column
-  // blocks so that threads share the work even when outer is 1.
-  const int64_t block = 1024;
-  const int64_t nblocks = (inner + block - 1) / block;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nth) if (nth > 1)
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t cb = 0; cb < nblocks; ++cb) {
-      const int64_t j0 = cb * block, j1 = std::min(inner, j0 + block);
-      T* __restrict yo = y + o * inner;
-      const T* xo = x + o * n * inner;
-      for (int64_t j = j0; j < j1; ++j) yo[j] = xo[j];
-      for (int64_t i = 1; i < n; ++i) {
+  // Rows of length inner are folded into one accumulator row, a column
+  // block at a time so the accumulator stays in L1 while rows stream by.
+  auto fold = [inner](const T* xo, int64_t i0, int64_t i1, T* acc) {
+    constexpr int64_t kBlock = 4096;
+    for (int64_t j0 = 0; j0 < inner; j0 += kBlock) {
+      const int64_t j1 = std::min(inner, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j) acc[j] = xo[i0 * inner + j];
+      for (int64_t i = i0 + 1; i < i1; ++i) {
         const T* __restrict xr = xo + i * inner;
 #pragma omp simd
-        for (int64_t j = j0; j < j1; ++j) yo[j] = R::Combine(yo[j], xr[j]);
+        for (int64_t j = j0; j < j1; ++j) acc[j] = R::Combine(acc[j], xr[j]);
       }
+    }
+  };
+  if (outer >= nth) {
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t o = 0; o < outer; ++o) fold(x + o * n * inner, 0, n, y + o * inner);
+    return;
+  }
+  // Few outer slices: each thread folds a band of whole rows (contiguous
+  // reads), then the partial rows are combined.
+  std::vector<T> part(static_cast<size_t>(nth) * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xo = x + o * n * inner;
+    const int64_t band = (n + nth - 1) / nth;
+    int used = 0;
+#pragma omp parallel for num_threads(nth) reduction(max : used)
+    for (int t = 0; t < nth; ++t) {
+      const int64_t i0 = t * band, i1 = std::min(n, i0 + band);
+      if (i0 < i1) {
+        fold(xo, i0, i1, part.data() + t * inner);
+        used = std::max(used, t + 1);
+      }
+    }
+    T* yo = y + o * inner;
+    std::copy(part.begin(), part.begin() + inner, yo);
+    for (int t = 1; t < used; ++t) {
+      const T* pt = part.data() + t * inner;
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j) yo[j] = R::Combine(yo[j], pt[j]);
     }
   }
 }
