@@ -20,6 +20,12 @@ Data types: singa holds float32, float16 and int32; see
 ``singa._onnx.dtypes`` for how double, int64, other integers and bool map.
 """
 
+try:
+    import onnx  # noqa: F401
+except ImportError as e:  # onnx is an optional dependency
+    raise ImportError("singa.sonnx needs the onnx package: pip install onnx "
+                      "(or install singa with the [onnx] extra)") from e
+
 from singa._onnx.errors import (SonnxError, UnsupportedError, GraphError,
                                 OnnxTypeError)
 from singa._onnx.importer import SingaRep, prepare, load_model
