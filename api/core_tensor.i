@@ -26,7 +26,7 @@
 
 namespace singa {
 
-enum DataType { kFloat16 = 0, kFloat32 = 1, kInt = 2 };
+enum DataType { kFloat32 = 0, kFloat16 = 1, kInt = 2, kChar = 3, kDouble = 4 };
 
 class Tensor {
  public:

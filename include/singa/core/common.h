@@ -14,7 +14,19 @@
 
 namespace singa {
 
-enum DataType { kFloat16 = 0, kFloat32 = 1, kInt = 2, kNumDataType = 3 };
+// SINGA's codes and order. float32 and int32 are computed; float16 is
+// stored (and computed where a backend can); kChar and kDouble are codes
+// only: making a tensor of them raises DtypeError.
+enum DataType {
+  kFloat32 = 0,
+  kFloat16 = 1,
+  kInt = 2,
+  kChar = 3,
+  kDouble = 4,
+  kNumDataType = 5
+};
+// True for the dtypes a Tensor may hold.
+inline bool IsStorableType(int t) { return t == kFloat32 || t == kFloat16 || t == kInt; }
 
 using Shape = std::vector<size_t>;
 // Strides are in elements and signed, so views can be described uniformly.
@@ -40,6 +52,10 @@ inline std::string DataTypeName(DataType t) {
       return "float32";
     case kInt:
       return "int32";
+    case kChar:
+      return "int8";
+    case kDouble:
+      return "float64";
     default:
       return "dtype(" + std::to_string(static_cast<int>(t)) + ")";
   }

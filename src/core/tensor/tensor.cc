@@ -16,8 +16,8 @@ Tensor::Tensor(const Shape& shape, std::shared_ptr<Device> device,
       strides_(ContiguousStrides(shape)),
       dtype_(dtype),
       device_(device ? std::move(device) : DefaultDevice()) {
-  SINGA_CHECK(dtype >= 0 && dtype < kNumDataType, DtypeError,
-              "Tensor: unknown dtype code ", static_cast<int>(dtype));
+  SINGA_CHECK(IsStorableType(dtype), DtypeError, "Tensor: dtype ", DataTypeName(dtype),
+              " (code ", static_cast<int>(dtype), ") is not supported; use float32, float16 or int32");
   block_ = device_->NewBlock(Product(shape_) * SizeOf(dtype_));
 }
 
