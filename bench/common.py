@@ -1,16 +1,7 @@
-"""Timing and thread control shared by the benchmark scripts."""
+"""Timing and table helpers shared by the benchmark scripts. Importing this
+module imports no framework, so it is safe in every side's process."""
 
 import time
-
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:  # the table then says NumPy's BLAS threads were not pinned
-    threadpool_limits = None
-
-try:
-    import torch
-except ImportError:
-    torch = None
 
 
 def best_time(fn, min_time=0.2, repeat=5):
@@ -34,38 +25,11 @@ def best_time(fn, min_time=0.2, repeat=5):
     return best
 
 
-class Threads:
-    """Sets singa's, NumPy's BLAS and (if present) PyTorch's threads."""
-
-    def __init__(self, n):
-        self.n = n
-        self._limit = None
-
-    def __enter__(self):
-        import singa
-        self._old = singa.get_num_threads()
-        singa.set_num_threads(self.n)
-        if threadpool_limits is not None:
-            self._limit = threadpool_limits(self.n)
-        if torch is not None:
-            self._torch_old = torch.get_num_threads()
-            torch.set_num_threads(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        import singa
-        singa.set_num_threads(self._old)
-        if self._limit is not None:
-            self._limit.restore_original_limits()
-        if torch is not None:
-            torch.set_num_threads(self._torch_old)
-
-
-def print_table(title, header, rows):
+def print_table(title, header, rows, out=print):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print(f"\n{title}")
+    out(f"\n{title}")
     line = "  ".join(str(h).rjust(w) for h, w in zip(header, widths))
-    print(line)
-    print("-" * len(line))
+    out(line)
+    out("-" * len(line))
     for r in rows:
-        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))
+        out("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))

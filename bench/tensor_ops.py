@@ -1,10 +1,13 @@
 """Core tensor op speed: singa against NumPy (and PyTorch when installed).
 
-    python bench/tensor_ops.py [--threads 1 2] [--quick]
+    PYTHONPATH=python python bench/tensor_ops.py [--threads 1 2] [--rounds 3] [--quick]
 
 Prints, per thread count, each op's time for singa, NumPy and PyTorch and
-the ratio NumPy/singa (above 1.0 means singa is faster). GEMM rows give
-GFLOP/s instead of time.
+the ratios NumPy/singa and PyTorch/singa (above 1.0 means singa is
+faster). GEMM rows give GFLOP/s instead of time. Each library runs in a
+process of its own (bench/_harness.py), the three alternating over the
+rounds; within a process an op's time is the best of several timed
+repeats, and the table shows the median over rounds.
 """
 
 import argparse
@@ -13,47 +16,80 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-from common import Threads, best_time, print_table, torch, threadpool_limits  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness  # noqa: E402
+from common import best_time, print_table  # noqa: E402
 
-from singa import tensor  # noqa: E402
+OPS = ("add 4M", "mul 4M", "exp 4M", "relu 4M", "sum axis0 2048^2", "sum axis1 2048^2",
+       "transpose copy 2048^2", "a+b 4x4 (per call)")
+GEMMS = (256, 1024)
 
 
-def cases(quick):
+def _inputs():
     rng = np.random.default_rng(0)
     n = 1 << 22  # 4M floats
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
     m = rng.standard_normal((2048, 2048)).astype(np.float32)
-    sx, sy, sm = (tensor.from_numpy(v) for v in (x, y, m))
-    tx = ty = tm = None
-    if torch is not None:
-        tx, ty, tm = (torch.from_numpy(v) for v in (x, y, m))
-    small_a = np.ones((4, 4), np.float32)
-    s_small = tensor.from_numpy(small_a)
-    t_small = torch.from_numpy(small_a) if torch is not None else None
+    small = np.ones((4, 4), np.float32)
+    gemm = {}
+    for size in GEMMS:
+        gemm[size] = (rng.standard_normal((size, size)).astype(np.float32),
+                      rng.standard_normal((size, size)).astype(np.float32))
+    return x, y, m, small, gemm
 
-    rows = [
-        ("add 4M", lambda: sx + sy, lambda: x + y, lambda: tx + ty),
-        ("mul 4M", lambda: sx * sy, lambda: x * y, lambda: tx * ty),
-        ("exp 4M", lambda: tensor.exp(sx), lambda: np.exp(x), lambda: torch.exp(tx)),
-        ("relu 4M", lambda: tensor.relu(sx), lambda: np.maximum(x, 0), lambda: torch.relu(tx)),
-        ("sum axis0 2048^2", lambda: tensor.sum(sm, 0), lambda: m.sum(0), lambda: tm.sum(0)),
-        ("sum axis1 2048^2", lambda: tensor.sum(sm, 1), lambda: m.sum(1), lambda: tm.sum(1)),
-        ("transpose copy 2048^2", lambda: sm.T.contiguous(),
-         lambda: np.ascontiguousarray(m.T), lambda: tm.t().contiguous()),
-        ("a+b 4x4 (per call)", lambda: s_small + s_small, lambda: small_a + small_a,
-         lambda: t_small + t_small),
-    ]
-    gemms = []
-    for size in (256, 1024):
-        a = rng.standard_normal((size, size)).astype(np.float32)
-        b = rng.standard_normal((size, size)).astype(np.float32)
+
+def _time_all(fns, gemm_fns, quick):
+    min_time = 0.05 if quick else 0.3
+    out = {name: best_time(fn, min_time) for name, fn in zip(OPS, fns)}
+    for size, fn in gemm_fns.items():
+        out[f"GEMM {size}^3"] = best_time(fn, min_time)
+    return out
+
+
+def singa_ops(threads, quick=False):
+    import singa
+    from singa import tensor
+    singa.set_num_threads(threads)
+    x, y, m, small, gemm = _inputs()
+    sx, sy, sm, ss = (tensor.from_numpy(v) for v in (x, y, m, small))
+    fns = [lambda: sx + sy, lambda: sx * sy, lambda: tensor.exp(sx), lambda: tensor.relu(sx),
+           lambda: tensor.sum(sm, 0), lambda: tensor.sum(sm, 1),
+           lambda: sm.T.contiguous(), lambda: ss + ss]
+    g = {}
+    for size, (a, b) in gemm.items():
         sa, sb = tensor.from_numpy(a), tensor.from_numpy(b)
-        ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch is not None else (None, None)
-        gemms.append((f"GEMM {size}^3", 2.0 * size ** 3, lambda sa=sa, sb=sb: tensor.mult(sa, sb),
-                      lambda a=a, b=b: a @ b, lambda ta=ta, tb=tb: ta @ tb))
-    return rows, gemms
+        g[size] = lambda sa=sa, sb=sb: tensor.mult(sa, sb)
+    return _time_all(fns, g, quick)
+
+
+def numpy_ops(threads, quick=False):
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(threads)
+    except ImportError:  # OPENBLAS_NUM_THREADS, set by the harness, still applies
+        pass
+    x, y, m, small, gemm = _inputs()
+    fns = [lambda: x + y, lambda: x * y, lambda: np.exp(x), lambda: np.maximum(x, 0),
+           lambda: m.sum(0), lambda: m.sum(1), lambda: np.ascontiguousarray(m.T),
+           lambda: small + small]
+    g = {size: (lambda a=a, b=b: a @ b) for size, (a, b) in gemm.items()}
+    return _time_all(fns, g, quick)
+
+
+def torch_ops(threads, quick=False):
+    import torch
+    torch.set_num_threads(threads)
+    x, y, m, small, gemm = _inputs()
+    tx, ty, tm, ts = (torch.from_numpy(v) for v in (x, y, m, small))
+    fns = [lambda: tx + ty, lambda: tx * ty, lambda: torch.exp(tx), lambda: torch.relu(tx),
+           lambda: tm.sum(0), lambda: tm.sum(1), lambda: tm.t().contiguous(),
+           lambda: ts + ts]
+    g = {}
+    for size, (a, b) in gemm.items():
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        g[size] = lambda ta=ta, tb=tb: ta @ tb
+    return _time_all(fns, g, quick)
 
 
 def fmt_time(sec):
@@ -65,28 +101,32 @@ def fmt_time(sec):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="shorter timing rounds")
     args = ap.parse_args()
-    min_time = 0.05 if args.quick else 0.3
-    rows, gemms = cases(args.quick)
-    print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"NumPy BLAS threads {'pinned' if threadpool_limits else 'NOT pinned (no threadpoolctl)'}")
+    kw = {"quick": args.quick}
+    sides = [_harness.Side("singa", "tensor_ops:singa_ops", kw),
+             _harness.Side("numpy", "tensor_ops:numpy_ops", kw),
+             _harness.Side("torch", "tensor_ops:torch_ops", kw, needs="torch")]
+    print(f"numpy {np.__version__}; " + _harness.describe(args.rounds))
     for nth in args.threads:
-        out = []
-        with Threads(nth):
-            for name, s_fn, n_fn, t_fn in rows:
-                ts, tn = best_time(s_fn, min_time), best_time(n_fn, min_time)
-                tt = best_time(t_fn, min_time) if torch is not None else None
-                out.append([name, fmt_time(ts), fmt_time(tn), fmt_time(tt) if tt else "-",
-                            f"{tn / ts:.2f}", f"{tt / ts:.2f}" if tt else "-"])
-            for name, flops, s_fn, n_fn, t_fn in gemms:
-                ts, tn = best_time(s_fn, min_time), best_time(n_fn, min_time)
-                tt = best_time(t_fn, min_time) if torch is not None else None
-                out.append([name, f"{flops / ts / 1e9:.1f} GF/s", f"{flops / tn / 1e9:.1f} GF/s",
-                            f"{flops / tt / 1e9:.1f} GF/s" if tt else "-", f"{tn / ts:.2f}",
-                            f"{tt / ts:.2f}" if tt else "-"])
+        res = _harness.compare(sides, threads=nth, rounds=args.rounds)
+        s, n, t = res["singa"], res["numpy"], res.get("torch")
+        rows = []
+        for name in OPS:
+            ts, tn = s.median(name), n.median(name)
+            tt = t.median(name) if t else None
+            rows.append([name, fmt_time(ts), fmt_time(tn), fmt_time(tt) if tt else "-",
+                         f"{tn / ts:.2f}", f"{tt / ts:.2f}" if tt else "-"])
+        for size in GEMMS:
+            name, flops = f"GEMM {size}^3", 2.0 * size ** 3
+            ts, tn = s.median(name), n.median(name)
+            tt = t.median(name) if t else None
+            rows.append([name, f"{flops / ts / 1e9:.1f} GF/s", f"{flops / tn / 1e9:.1f} GF/s",
+                         f"{flops / tt / 1e9:.1f} GF/s" if tt else "-", f"{tn / ts:.2f}",
+                         f"{tt / ts:.2f}" if tt else "-"])
         print_table(f"threads = {nth}",
-                    ["op", "singa", "numpy", "torch", "numpy/singa", "torch/singa"], out)
+                    ["op", "singa", "numpy", "torch", "numpy/singa", "torch/singa"], rows)
 
 
 if __name__ == "__main__":
