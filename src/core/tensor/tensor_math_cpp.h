@@ -1,25 +1,34 @@
-// CPU backend: vectorisable loops (this file is compiled with fast-math
-// flags that keep NaN and Inf semantics) spread over OpenMP threads above a
-// size threshold, and BLAS for GEMM.
+// CPU backend kernels: vectorisable loops spread over OpenMP threads above a
+// size threshold. Only tensor_math_cpp_isa.cc includes this file; it is
+// compiled once per ISA family (with fast-math flags that keep NaN and Inf
+// semantics), each copy in namespace singa::cpu::SINGA_ISA_NS, and
+// tensor_math_cpp.cc dispatches Math<lang::Cpp> to the copy for the CPU.
 #ifndef SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_
 #define SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_
 
-#include <algorithm>
-#include <limits>
-#include <random>
+#ifndef SINGA_ISA_NS
+#error "tensor_math_cpp.h is compiled per ISA: define SINGA_ISA_NS"
+#endif
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(__AVX512F__)
 #include <immintrin.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "singa/core/blas.h"
 #include "tensor_math.h"
 #include "vector_math.h"
 
 namespace singa {
 namespace cpu {
+namespace SINGA_ISA_NS {
 
 // Below this many elements a loop runs on the calling thread: forking a
 // team costs more than it saves.
@@ -98,57 +107,52 @@ inline void WriteRun(T* y, int64_t n, F&& f) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(i);
 }
 
-}  // namespace cpu
-
-template <>
 template <typename Op, typename T>
-void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
+void Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
   const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
-  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+  ForRuns(sp, [&](const int64_t* off, int64_t n) {
     T* yo = y + off[0];
     const T* xo = x + off[1];
     if (sy == 1 && sx == 1) {
-      cpu::WriteRun(yo, n, [&](int64_t i) { return op(xo[i]); });
+      WriteRun(yo, n, [&](int64_t i) { return op(xo[i]); });
     } else {
       for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(xo[i * sx]);
     }
   });
 }
 
-template <>
 template <typename Op, typename T>
-void Math<lang::Cpp>::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
+void Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
                              Op op) {
   const int last = sp.ndim - 1;
   const int64_t sy = sp.stride[0][last], sa = sp.stride[1][last],
                 sb = sp.stride[2][last];
-  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+  ForRuns(sp, [&](const int64_t* off, int64_t n) {
     T* yo = y + off[0];
     const T* ao = a + off[1];
     const T* bo = b + off[2];
     // y may alias a or b exactly (in-place ops), so no __restrict here.
     if (sy == 1 && sa == 1 && sb == 1) {
-      cpu::WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bo[i]); });
+      WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bo[i]); });
     } else if (sy == 1 && sa == 1 && sb == 0) {
       const T bv = *bo;
-      cpu::WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bv); });
+      WriteRun(yo, n, [&](int64_t i) { return op(ao[i], bv); });
     } else if (sy == 1 && sa == 0 && sb == 1) {
       const T av = *ao;
-      cpu::WriteRun(yo, n, [&](int64_t i) { return op(av, bo[i]); });
+      WriteRun(yo, n, [&](int64_t i) { return op(av, bo[i]); });
     } else {
       for (int64_t i = 0; i < n; ++i) yo[i * sy] = op(ao[i * sa], bo[i * sb]);
     }
   });
 }
 
-template <>
 template <typename T>
-void Math<lang::Cpp>::Where(const ElemSpace& sp, const T* cond, const T* a,
+void Where(const ElemSpace& sp, const T* cond, const T* a,
                             const T* b, T* y) {
   const int last = sp.ndim - 1;
   const int64_t sy = sp.stride[0][last], sc = sp.stride[1][last],
                 sa = sp.stride[2][last], sb = sp.stride[3][last];
-  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+  ForRuns(sp, [&](const int64_t* off, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const T c = cond[off[1] + i * sc];
       y[off[0] + i * sy] = c != T(0) ? a[off[2] + i * sa] : b[off[3] + i * sb];
@@ -156,7 +160,6 @@ void Math<lang::Cpp>::Where(const ElemSpace& sp, const T* cond, const T* a,
   });
 }
 
-namespace cpu {
 template <typename TO, typename TI>
 inline TO Convert(TI x) {
   return static_cast<TO>(x);
@@ -189,9 +192,7 @@ inline int32_t Convert<int32_t, float>(float x) {
   if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
   return static_cast<int32_t>(x);
 }
-}  // namespace cpu
 
-namespace cpu {
 // Copies a transposed 2-D pattern (input stride 1 on the second-to-last
 // loop axis, output stride 1 on the last) in square tiles, so both sides
 // are read and written a cache line at a time.
@@ -228,29 +229,26 @@ bool TiledTranspose(const ElemSpace& sp, const TI* x, TO* y) {
   }
   return true;
 }
-}  // namespace cpu
 
-template <>
 template <typename TI, typename TO>
-void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y) {
-  if (sp.size >= 4096 && cpu::TiledTranspose(sp, x, y)) return;
+void Cast(const ElemSpace& sp, const TI* x, TO* y) {
+  if (sp.size >= 4096 && TiledTranspose(sp, x, y)) return;
   const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
-  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+  ForRuns(sp, [&](const int64_t* off, int64_t n) {
     TO* yo = y + off[0];
     const TI* xo = x + off[1];
     if (sy == 1 && sx == 1) {
-      for (int64_t i = 0; i < n; ++i) yo[i] = cpu::Convert<TO>(xo[i]);
+      for (int64_t i = 0; i < n; ++i) yo[i] = Convert<TO>(xo[i]);
     } else {
-      for (int64_t i = 0; i < n; ++i) yo[i * sy] = cpu::Convert<TO>(xo[i * sx]);
+      for (int64_t i = 0; i < n; ++i) yo[i * sy] = Convert<TO>(xo[i * sx]);
     }
   });
 }
 
-template <>
 template <typename T>
-void Math<lang::Cpp>::Fill(const ElemSpace& sp, T value, T* y) {
+void Fill(const ElemSpace& sp, T value, T* y) {
   const int64_t sy = sp.stride[0][sp.ndim - 1];
-  cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
+  ForRuns(sp, [&](const int64_t* off, int64_t n) {
     T* yo = y + off[0];
     if (sy == 1) {
       std::fill(yo, yo + n, value);
@@ -260,7 +258,6 @@ void Math<lang::Cpp>::Fill(const ElemSpace& sp, T value, T* y) {
   });
 }
 
-namespace cpu {
 template <typename T>
 struct SumR {
   static T Init() { return T(0); }
@@ -362,11 +359,9 @@ void ReduceImpl(int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
     }
   }
 }
-}  // namespace cpu
 
-template <>
 template <typename T>
-void Math<lang::Cpp>::Reduce(ReduceKind kind, int64_t outer, int64_t n,
+void Reduce(ReduceKind kind, int64_t outer, int64_t n,
                              int64_t inner, const T* x, T* y) {
   if (n == 0) {
     // Only a sum has an identity for an empty axis; callers reject max/min.
@@ -375,22 +370,21 @@ void Math<lang::Cpp>::Reduce(ReduceKind kind, int64_t outer, int64_t n,
   }
   switch (kind) {
     case ReduceKind::kSum:
-      cpu::ReduceImpl<cpu::SumR<T>>(outer, n, inner, x, y);
+      ReduceImpl<SumR<T>>(outer, n, inner, x, y);
       break;
     case ReduceKind::kMax:
-      cpu::ReduceImpl<cpu::MaxR<T>>(outer, n, inner, x, y);
+      ReduceImpl<MaxR<T>>(outer, n, inner, x, y);
       break;
     case ReduceKind::kMin:
-      cpu::ReduceImpl<cpu::MinR<T>>(outer, n, inner, x, y);
+      ReduceImpl<MinR<T>>(outer, n, inner, x, y);
       break;
   }
 }
 
-template <>
 template <typename T>
-void Math<lang::Cpp>::ArgReduce(bool is_max, int64_t outer, int64_t n,
+void ArgReduce(bool is_max, int64_t outer, int64_t n,
                                 int64_t inner, const T* x, int32_t* y) {
-  const int nth = cpu::Threads(outer * n * inner);
+  const int nth = Threads(outer * n * inner);
 #pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < inner; ++j) {
@@ -410,11 +404,10 @@ void Math<lang::Cpp>::ArgReduce(bool is_max, int64_t outer, int64_t n,
   }
 }
 
-template <>
 template <typename T>
-void Math<lang::Cpp>::Softmax(bool log, int64_t outer, int64_t n,
+void Softmax(bool log, int64_t outer, int64_t n,
                               int64_t inner, const T* x, T* y) {
-  const int nth = cpu::Threads(outer * n * inner);
+  const int nth = Threads(outer * n * inner);
 #pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < inner; ++j) {
@@ -440,59 +433,8 @@ void Math<lang::Cpp>::Softmax(bool log, int64_t outer, int64_t n,
   }
 }
 
-template <>
-template <typename T>
-void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                           int64_t k, float alpha, const T* a, int64_t lda,
-                           const T* b, int64_t ldb, float beta, T* c,
-                           int64_t ldc) {
-  if constexpr (std::is_same<T, float>::value) {
-    UseOpenMPForBlas();
-    SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                            trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-                            a, lda, b, ldb, beta, c, ldc);
-  } else {
-    const int nth = cpu::Threads(m * n * k);
-#pragma omp parallel for num_threads(nth) if (nth > 1)
-    for (int64_t i = 0; i < m; ++i) {
-      T* ci = c + i * ldc;
-      for (int64_t j = 0; j < n; ++j)
-        ci[j] = beta == 0.f ? T(0) : static_cast<T>(beta * ci[j]);
-      for (int64_t p = 0; p < k; ++p) {
-        const T av = static_cast<T>(alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]));
-        for (int64_t j = 0; j < n; ++j)
-          ci[j] += av * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
-      }
-    }
-  }
-}
-
-template <>
-template <typename T>
-void Math<lang::Cpp>::Gaussian(int64_t n, float mean, float std, T* y,
-                               Context* ctx) {
-  std::normal_distribution<float> dist(mean, std);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<T>(dist(ctx->random_generator));
-}
-
-template <>
-template <typename T>
-void Math<lang::Cpp>::Uniform(int64_t n, float low, float high, T* y,
-                              Context* ctx) {
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<T>(dist(ctx->random_generator));
-}
-
-template <>
-template <typename T>
-void Math<lang::Cpp>::Bernoulli(int64_t n, float p, T* y, Context* ctx) {
-  std::bernoulli_distribution dist(p);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<T>(dist(ctx->random_generator) ? 1 : 0);
-}
-
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
 }  // namespace singa
 
 #endif  // SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_

@@ -1,0 +1,117 @@
+// Picks the ISA of the CPU kernels once, from cpuid (see cpu_isa.h).
+#include "singa/core/cpu_isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace singa {
+namespace cpu {
+
+namespace {
+
+bool CompiledIn(Isa isa) {
+  switch (isa) {
+    case Isa::kBaseline:
+      return true;
+    case Isa::kAvx2:
+#ifdef SINGA_HAVE_ISA_AVX2
+      return true;
+#else
+      return false;
+#endif
+    case Isa::kAvx512:
+#ifdef SINGA_HAVE_ISA_AVX512
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+// The features each family's copy is compiled with (CMakeLists.txt); the
+// compiler runtime also checks that the OS saves the wider registers.
+bool CpuRuns(Isa isa) {
+  if (isa == Isa::kBaseline) return true;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") &&
+                    __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (isa == Isa::kAvx2) return avx2;
+#ifdef SINGA_ISA_EMULATE_AVX512
+  // Test builds compile the AVX-512 copy for AVX2, to run its blocking and
+  // tail logic on machines without AVX-512.
+  return avx2;
+#else
+  return avx2 && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+#endif
+#else
+  return false;
+#endif
+}
+
+Isa Best() {
+  Isa best = Isa::kBaseline;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (IsaAvailable(isa)) best = isa;
+  if (const char* env = std::getenv("SINGA_CPU_ISA")) {
+    try {
+      const Isa want = ParseIsa(env);
+      if (int(want) < int(best)) best = want;
+    } catch (const std::invalid_argument&) {
+      // An unknown value leaves the choice to cpuid rather than failing at
+      // the first tensor op.
+    }
+  }
+  return best;
+}
+
+std::atomic<int> g_isa{-1};
+
+}  // namespace
+
+bool IsaAvailable(Isa isa) { return CompiledIn(isa) && CpuRuns(isa); }
+
+Isa ActiveIsa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = int(Best());
+    g_isa.store(v, std::memory_order_relaxed);
+  }
+  return Isa(v);
+}
+
+void UseIsa(Isa isa) {
+  if (!IsaAvailable(isa))
+    throw std::invalid_argument(std::string("cpu ISA ") + IsaName(isa) +
+                                " is not available: " +
+                                (CompiledIn(isa) ? "this CPU lacks it"
+                                                 : "this build lacks it"));
+  g_isa.store(int(isa), std::memory_order_relaxed);
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    default:
+      return "baseline";
+  }
+}
+
+Isa ParseIsa(const std::string& name) {
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512})
+    if (name == IsaName(isa)) return isa;
+  throw std::invalid_argument("unknown cpu ISA '" + name +
+                              "' (expected baseline, avx2 or avx512)");
+}
+
+}  // namespace cpu
+}  // namespace singa
