@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
+#include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
 
 using namespace singa::cpu;
@@ -23,13 +26,16 @@ using Vec = std::vector<float>;
 using DVec = std::vector<double>;
 
 static int g_pass = 0, g_fail = 0;
+// The ISA family the kernels run with, named in failure messages.
+static std::string g_isa = "baseline";
 
 static void Report(bool ok, const std::string& what, double err = 0) {
   if (ok) {
     ++g_pass;
   } else {
     ++g_fail;
-    std::printf("FAIL %s (err %.3g)\n", what.c_str(), err);
+    std::printf("FAIL [%s] %s (err %.3g)\n", g_isa.c_str(), what.c_str(),
+                err);
   }
 }
 
@@ -250,6 +256,50 @@ static ConvParams CP(int n, int c, int h, int w, int oc, int kh, int kw,
   return ConvParams{n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, g};
 }
 
+// Cases aimed at the implicit-GEMM engine (conv_engine.h): every row-tile
+// height and its tails, pixel counts that leave partial column tiles, long
+// reductions split into blocks, windows lying wholly in padding, both forms
+// of the data gradient (gather when the input has more channels, scatter
+// otherwise), and 1 and 3 threads.
+static void TestEngineCases() {
+  for (int oc : {1, 2, 3, 7, 9, 11, 13, 17, 23, 25})
+    TestConv("conv rows oc=" + std::to_string(oc),
+             CP(2, 3, 4, 5, oc, 2, 3, 1, 1, 0, 1, 1, 0, 1, 1, 1), false);
+  for (int c : {1, 5, 9, 14})
+    TestConv("conv gather c=" + std::to_string(c),
+             CP(2, c, 5, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 3}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    // 90 * 3 * 3 = 810 taps: two reduction blocks forward; gather backward.
+    TestConv("conv long reduction" + th,
+             CP(2, 90, 6, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // 800 output channels: the scatter backward reduces in two blocks.
+    TestConv("conv wide output" + th,
+             CP(1, 2, 5, 5, 800, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // Pads beyond the kernel: whole windows in padding, both backward forms.
+    TestConv("conv pad>kernel scatter" + th,
+             CP(2, 3, 5, 6, 4, 2, 2, 1, 1, 3, 2, 3, 1, 1, 1, 1), true);
+    TestConv("conv pad>kernel gather" + th,
+             CP(2, 5, 5, 6, 2, 2, 2, 1, 1, 3, 2, 3, 1, 1, 1, 1), true);
+    // Stride 3 x 2 with dilation: some phases of dx get no tap.
+    TestConv("conv stride3 dil2 gather" + th,
+             CP(2, 6, 13, 11, 3, 3, 3, 3, 2, 2, 1, 1, 2, 2, 3, 1), true);
+    TestConv("conv stride3 dil2 scatter" + th,
+             CP(2, 3, 13, 11, 6, 3, 3, 3, 2, 2, 1, 1, 2, 2, 3, 1), true);
+    // Long reductions for the weight gradient (over 1024 pixels), split
+    // over threads by columns or by pixels, with odd sizes.
+    TestConv("conv long dw" + th,
+             CP(5, 3, 23, 21, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("conv long dw groups" + th,
+             CP(3, 6, 19, 25, 9, 3, 5, 2, 1, 2, 1, 0, 2, 1, 1, 3), false);
+    TestConv("conv 1x1 stride2 wide" + th,
+             CP(3, 20, 9, 10, 36, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+  }
+  omp_set_num_threads(saved);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -294,6 +344,7 @@ static void TestConvAll() {
            false);
   TestConv("conv lenet2",
            CP(16, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+  TestEngineCases();
 
   Vec buf(4096);
   const float* f = buf.data();
@@ -699,9 +750,21 @@ static void Time(const char* name, const ConvParams& p) {
 
 int main() {
   TestIm2Col();
-  TestConvAll();
-  TestPoolAll();
-  TestBatchNormAll();
+  // Every kernel family this build has and this CPU runs, best last so the
+  // timings below use it.
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaAvailable(isa)) {
+      std::printf("ISA %s: not available here, skipped\n", IsaName(isa));
+      continue;
+    }
+    UseIsa(isa);
+    g_isa = IsaName(isa);
+    const int before = g_pass;
+    TestConvAll();
+    TestPoolAll();
+    TestBatchNormAll();
+    std::printf("ISA %s: %d checks\n", IsaName(isa), g_pass - before);
+  }
   Time("conv1 64x1x28x28 -> 20 5x5",
        CP(64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
   Time("conv2 64x20x12x12 -> 50 5x5",

@@ -1,224 +1,195 @@
-// Convolution as im2col + GEMM.
+// Convolution entry points: each pass becomes implicit-GEMM jobs
+// (conv_engine.h) that are split over OpenMP threads and run by the copy of
+// conv_isa.cc compiled for the CPU's ISA family.
 //
-// Several images are unfolded side by side into one column matrix
-// [c*kh*kw, nb*oh*ow] so that each group needs a single, well-shaped GEMM per
-// tile instead of many skinny per-image ones; for the small feature maps of
-// typical CNNs this is what keeps OpenBLAS near its peak. The GEMM result is
-// laid out [oc, nb*oh*ow] and is scattered back to NCHW together with the
-// bias, which costs one pass over the output. An image too large for the
-// column budget is instead split into bands of output rows, so memory stays
-// bounded whatever the input size.
+//   forward:          y[m][q]  = sum_{c,t} w[m][c,t] * x[c][q shifted by t]
+//   backward data:    dx[c][p] = sum_{m,t} w[m][c,t] * dy[m][p shifted by -t]
+//                     With stride s the dx pixels split into s*s phases by
+//                     (iy mod s, ix mod s); each phase is a stride-1 product
+//                     over the taps that reach it, so no zero is multiplied.
+//   backward weight:  dw[m][c,t] = sum_q dy[m][q] * x[c][q shifted by t]
+//
+// Threads share nothing they write: NN jobs are cut into slabs of output
+// pixels (and, for few pixels, ranges of output channels); the weight
+// gradient is cut into ranges of its columns, or, when it is small and the
+// reduction long, into ranges of the reduction whose partial sums are added
+// in thread order, so results do not depend on scheduling.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "singa/core/blas.h"
 #include "singa/core/nn_kernels.h"
 
-#include "window.h"
+#include "conv_engine.h"
 
 namespace singa {
 namespace cpu {
 
 namespace {
 
-// Upper bound on the column buffer of one tile, in floats (8 MiB). Wide
-// enough to give the GEMM a long N; beyond this, measurements on LeNet-sized
-// layers showed no further gain, only more memory.
-constexpr size_t kColBudget = size_t(1) << 21;
-
-// Below this many floats of work, thread start-up costs more than it saves.
-constexpr long kParallelWork = 1L << 15;
+// Below this many multiply-adds a call runs on one thread.
+constexpr int64_t kParallelMacs = int64_t(1) << 18;
+// Packed B panels of one NN slab stay within this many floats (L2 sized).
+constexpr int64_t kSlabFloats = int64_t(1) << 16;
+// Reduction blocks of the NN product: one block up to kMaxKc taps.
+constexpr int kMaxKc = 768;
+constexpr int kKcBlock = 512;
 
 #ifdef _OPENMP
 inline int MaxThreads() { return omp_get_max_threads(); }
 inline int ThreadId() { return omp_get_thread_num(); }
-inline int TeamSize() { return omp_get_num_threads(); }
 #else
 inline int MaxThreads() { return 1; }
 inline int ThreadId() { return 0; }
-inline int TeamSize() { return 1; }
 #endif
 
-// Reused between calls so training loops do not pay for a fresh allocation
-// (and page faults) on every step.
-struct Workspace {
-  std::vector<float> col;
-  std::vector<float> mat;
-  std::vector<float> tr;
-};
-
-Workspace& ThreadWorkspace() {
-  thread_local Workspace ws;
-  return ws;
+int ThreadsFor(int64_t macs) {
+  return macs >= kParallelMacs ? MaxThreads() : 1;
 }
 
-float* Reserve(std::vector<float>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
-  return v->data();
+// Per-thread scratch, kept between calls so a training loop does not pay for
+// fresh pages on every step; 64-byte aligned. Slot 0 is the kernels' packing
+// space, slot 1 holds rearranged weights for the call.
+float* ThreadWork(size_t floats, int slot = 0) {
+  thread_local std::vector<float> bufs[2];
+  std::vector<float>& buf = bufs[slot];
+  if (buf.size() < floats + 16) buf.resize(floats + 16);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - at % 64) % 64) / sizeof(float);
 }
 
+// dst[c * rows + r] = src[r * cols + c], in tiles that keep both sides in
+// cache.
+void Transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+    }
+}
 
-// Short contiguous runs (a feature-map row is often 8-24 floats) are where
-// im2col/col2im spend their time. A plain loop would either pay a vector
-// prologue/epilogue per row or be turned into a memcpy/memset call by the
-// compiler; fixed 8- and 4-float blocks plus an unrolled tail of at most
-// three elements compile to a handful of straight-line vector moves.
-template <typename Op>
-inline void ForRun(int n, Op op) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) op(i, std::integral_constant<int, 8>());
-  if (i + 4 <= n) {
-    op(i, std::integral_constant<int, 4>());
-    i += 4;
+// ISA dispatch for the engine (SINGA_ISA_DISPATCH returns from its caller).
+int NnCols() { SINGA_ISA_DISPATCH(NnColsPerTile()); }
+int NnRows(int M) { SINGA_ISA_DISPATCH(NnRowsPerTile(M)); }
+size_t NnWork(const NnJob& j, int64_t cols) {
+  SINGA_ISA_DISPATCH(NnWorkFloats(j, cols));
+}
+void RunNnSlab(const NnJob& j, int64_t q0, int64_t q1, int m0, int m1,
+               float* work) {
+  SINGA_ISA_DISPATCH(NnSlab(j, q0, q1, m0, m1, work));
+}
+int NtRows() { SINGA_ISA_DISPATCH(NtRowsPerTile()); }
+size_t NtWork(const NtJob& j, int64_t cols, int rows) {
+  SINGA_ISA_DISPATCH(NtWorkFloats(j, cols, rows));
+}
+void RunNtBlock(const NtJob& j, int64_t q0, int64_t q1, int k0, int k1,
+                float* c, int64_t ldc, bool accumulate, float* work) {
+  SINGA_ISA_DISPATCH(NtBlock(j, q0, q1, k0, k1, c, ldc, accumulate, work));
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The reduction block of an NN product with K rows: all of it when short,
+// else near-equal pieces of about kKcBlock.
+int ChooseKc(int K) {
+  if (K <= kMaxKc) return K;
+  return int(CeilDiv(K, CeilDiv(K, kKcBlock)));
+}
+
+// Runs NN jobs over the threads. A job is cut into slabs of output pixels
+// sized so their packed B stays in L2; when that leaves fewer slabs than
+// threads, the output rows are split as well. A scatter job adds into its
+// output through overlapping windows, so its items are whole images (run
+// slab by slab) and whole input channels.
+void RunNn(const std::vector<NnJob>& jobs) {
+  struct Item {
+    int job;
+    int64_t q0, q1, slab;
+    int m0, m1;
+  };
+  const int cols = NnCols();
+  int64_t macs = 0;
+  for (const NnJob& j : jobs) macs += j.grid.pixels() * j.M * j.b.rows();
+  const int threads = ThreadsFor(macs);
+  std::vector<Item> items;
+  size_t work = 0;
+  for (size_t ji = 0; ji < jobs.size(); ++ji) {
+    const NnJob& j = jobs[ji];
+    const int64_t N = j.grid.pixels();
+    int64_t slab = std::max<int64_t>(1, kSlabFloats / j.kc / cols) * cols;
+    const int mr = NnRows(j.M);
+    if (j.scatter) {
+      const int64_t plane = int64_t(j.grid.gh) * j.grid.gw;
+      const int taps = j.scatter->tr * j.scatter->tc;
+      const int64_t chunks = std::min<int64_t>(
+          j.scatter->channels, std::max<int64_t>(1, CeilDiv(2 * threads, j.grid.n)));
+      const int64_t per = CeilDiv(j.scatter->channels, chunks) * taps;
+      for (int b = 0; b < j.grid.n; ++b)
+        for (int64_t m0 = 0; m0 < j.M; m0 += per)
+          items.push_back(Item{int(ji), b * plane, (b + 1) * plane, slab, int(m0),
+                               int(std::min<int64_t>(j.M, m0 + per))});
+    } else {
+      // Enough slabs to keep every thread busy when there are pixels enough.
+      slab = std::min(slab, std::max<int64_t>(cols, CeilDiv(N, 4 * threads) /
+                                                        cols * cols));
+      const int64_t slabs = CeilDiv(N, slab);
+      const int64_t tiles = CeilDiv(j.M, mr);
+      const int64_t chunks = std::min<int64_t>(
+          tiles, std::max<int64_t>(1, CeilDiv(2 * threads, slabs)));
+      const int64_t per = CeilDiv(tiles, chunks) * mr;
+      for (int64_t q = 0; q < N; q += slab)
+        for (int64_t m0 = 0; m0 < j.M; m0 += per)
+          items.push_back(Item{int(ji), q, std::min(N, q + slab), slab, int(m0),
+                               int(std::min<int64_t>(j.M, m0 + per))});
+    }
+    work = std::max(work, NnWork(j, slab));
   }
-  switch (n - i) {
-    case 3: op(i + 2, std::integral_constant<int, 1>()); [[fallthrough]];
-    case 2: op(i + 1, std::integral_constant<int, 1>()); [[fallthrough]];
-    case 1: op(i, std::integral_constant<int, 1>()); break;
-    default: break;
-  }
-}
-
-inline void CopyRun(const float* __restrict s, float* __restrict d, int n) {
-  ForRun(n, [=](int i, auto width) {
-    constexpr int kW = decltype(width)::value;
-    float t[kW];
-    for (int l = 0; l < kW; ++l) t[l] = s[i + l];
-    for (int l = 0; l < kW; ++l) d[i + l] = t[l];
-  });
-}
-
-inline void AddRun(const float* __restrict s, float* __restrict d, int n) {
-  ForRun(n, [=](int i, auto width) {
-    constexpr int kW = decltype(width)::value;
-    float t[kW];
-    for (int l = 0; l < kW; ++l) t[l] = d[i + l] + s[i + l];
-    for (int l = 0; l < kW; ++l) d[i + l] = t[l];
-  });
-}
-
-inline void ZeroRun(float* __restrict d, int n) {
-  ForRun(n, [=](int i, auto width) {
-    constexpr int kW = decltype(width)::value;
-    for (int l = 0; l < kW; ++l) d[i + l] = 0.f;
-  });
-}
-
-struct Geometry {
-  int h, w, kh, kw, pad_t, pad_l, sh, sw, dh, dw, oh, ow;
-  // For each kernel row ki (column kj), the output rows [ylo, yhi) (columns
-  // [xlo, xhi)) whose tap lands inside the image. Computed once per call:
-  // the integer divisions behind them would otherwise be paid per channel.
-  std::vector<int> ylo, yhi, xlo, xhi;
-};
-
-// Unfolds output rows [oy0, oy1) of one channel plane into kh*kw rows of col,
-// `ld` floats apart; each holds (oy1 - oy0) * ow values. Output rows whose
-// input row is padding are zeroed in bulk, so the per-row loop only copies.
-void Im2ColChannel(const float* __restrict plane, const Geometry& g, int oy0,
-                   int oy1, float* __restrict col, size_t ld) {
-  const int ow = g.ow, s = g.sw;
-  const size_t rstep = size_t(g.sh) * g.w;
-  for (int ki = 0; ki < g.kh; ++ki) {
-    const int offy = ki * g.dh - g.pad_t;
-    const int ylo = std::clamp(g.ylo[ki], oy0, oy1);
-    const int yhi = std::clamp(g.yhi[ki], ylo, oy1);
-    for (int kj = 0; kj < g.kw; ++kj) {
-      float* dst = col + size_t(ki * g.kw + kj) * ld;
-      const int offx = kj * g.dw - g.pad_l;
-      const int xlo = g.xlo[kj], xhi = g.xhi[kj];
-      ZeroRun(dst, (ylo - oy0) * ow);
-      ZeroRun(dst + size_t(yhi - oy0) * ow, (oy1 - yhi) * ow);
-      const float* src = plane + ptrdiff_t(ylo * g.sh + offy) * g.w + offx;
-      float* d = dst + size_t(ylo - oy0) * ow;
-      if (s == 1 && xlo == 0 && xhi == ow) {
-        for (int oy = ylo; oy < yhi; ++oy, src += rstep, d += ow)
-          CopyRun(src, d, ow);
-        continue;
-      }
-      for (int oy = ylo; oy < yhi; ++oy, src += rstep, d += ow) {
-        ZeroRun(d, xlo);
-        if (s == 1) {
-          CopyRun(src + xlo, d + xlo, xhi - xlo);
-        } else {
-          for (int ox = xlo; ox < xhi; ++ox) d[ox] = src[ox * s];
-        }
-        ZeroRun(d + xhi, ow - xhi);
-      }
+  const int64_t count = int64_t(items.size());
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* buf = ThreadWork(work);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < count; ++i) {
+      const Item& it = items[size_t(i)];
+      for (int64_t q = it.q0; q < it.q1; q += it.slab)
+        RunNnSlab(jobs[size_t(it.job)], q, std::min(it.q1, q + it.slab), it.m0,
+                  it.m1, buf);
     }
   }
 }
 
-// Adjoint of Im2ColChannel: adds every column entry of output rows
-// [oy0, oy1) back onto the pixel it was read from. With `zero` the plane is
-// cleared first.
-void Col2ImChannel(const float* __restrict col, const Geometry& g, size_t ld,
-                   int oy0, int oy1, bool zero, float* __restrict plane) {
-  const int ow = g.ow, s = g.sw;
-  const size_t rstep = size_t(g.sh) * g.w;
-  if (zero) ZeroRun(plane, g.h * g.w);
-  for (int ki = 0; ki < g.kh; ++ki) {
-    const int offy = ki * g.dh - g.pad_t;
-    const int ylo = std::clamp(g.ylo[ki], oy0, oy1);
-    const int yhi = std::clamp(g.yhi[ki], ylo, oy1);
-    for (int kj = 0; kj < g.kw; ++kj) {
-      const int offx = kj * g.dw - g.pad_l;
-      const int xlo = g.xlo[kj], xhi = g.xhi[kj];
-      const float* src =
-          col + size_t(ki * g.kw + kj) * ld + size_t(ylo - oy0) * ow;
-      float* d = plane + ptrdiff_t(ylo * g.sh + offy) * g.w + offx;
-      if (s == 1) {
-        for (int oy = ylo; oy < yhi; ++oy, src += ow, d += rstep)
-          AddRun(src + xlo, d + xlo, xhi - xlo);
-      } else {
-        for (int oy = ylo; oy < yhi; ++oy, src += ow, d += rstep)
-          for (int ox = xlo; ox < xhi; ++ox) d[ox * s] += src[ox];
-      }
-    }
-  }
+// The taps of a forward window, as conv_engine.h's B rows: row
+// k = (cc * kh + ki) * kw + kj of a group reads input channel cc at offset
+// (ki * dh - pad_t, kj * dw - pad_l) from the window origin, which matches the
+// weight layout [oc][cg][kh][kw].
+struct ForwardTaps {
+  std::vector<int> offy, offx;
+};
+
+ForwardTaps MakeForwardTaps(const ConvParams& p) {
+  ForwardTaps t;
+  for (int ki = 0; ki < p.kh; ++ki) t.offy.push_back(ki * p.dh - p.pad_t);
+  for (int kj = 0; kj < p.kw; ++kj) t.offx.push_back(kj * p.dw - p.pad_l);
+  return t;
 }
 
-Geometry MakeGeometry(int h, int w, int kh, int kw, int pad_t, int pad_l,
-                      int pad_b, int pad_r, int sh, int sw, int dh, int dw) {
-  Geometry g{h, w, kh, kw, pad_t, pad_l, sh, sw, dh, dw, 0, 0, {}, {}, {}, {}};
-  g.oh = WindowOutputSize(h, kh, sh, pad_t, pad_b, dh);
-  g.ow = WindowOutputSize(w, kw, sw, pad_l, pad_r, dw);
-  g.ylo.resize(kh);
-  g.yhi.resize(kh);
-  g.xlo.resize(kw);
-  g.xhi.resize(kw);
-  for (int ki = 0; ki < kh; ++ki)
-    ValidRange(g.oh, sh, ki * dh - pad_t, h, &g.ylo[ki], &g.yhi[ki]);
-  for (int kj = 0; kj < kw; ++kj)
-    ValidRange(g.ow, sw, kj * dw - pad_l, w, &g.xlo[kj], &g.xhi[kj]);
-  return g;
-}
-
-void CheckIm2ColArgs(const char* fn, int c, int h, int w, int kh, int kw,
-                     int pad_t, int pad_l, int pad_b, int pad_r, int sh,
-                     int sw, int dh, int dw) {
-  std::ostringstream os;
-  os << fn << ": image (c=" << c << ", h=" << h << ", w=" << w
-     << "), kernel " << kh << "x" << kw << ", stride " << sh << "x" << sw
-     << ", dilation " << dh << "x" << dw << ", pads (t=" << pad_t
-     << ", l=" << pad_l << ", b=" << pad_b << ", r=" << pad_r << ")";
-  if (c <= 0 || h <= 0 || w <= 0 || kh <= 0 || kw <= 0 || sh <= 0 ||
-      sw <= 0 || dh <= 0 || dw <= 0)
-    throw std::invalid_argument(os.str() + ": sizes must be positive");
-  if (pad_t < 0 || pad_l < 0 || pad_b < 0 || pad_r < 0)
-    throw std::invalid_argument(os.str() + ": pads must be non-negative");
-  if (WindowOutputSize(h, kh, sh, pad_t, pad_b, dh) <= 0 ||
-      WindowOutputSize(w, kw, sw, pad_l, pad_r, dw) <= 0)
-    throw std::invalid_argument(os.str() + ": output would be empty");
+TapRows InputRows(const float* x, const ConvParams& p, const ForwardTaps& t,
+                  int g) {
+  const int64_t plane = int64_t(p.h) * p.w;
+  const int cg = p.c / p.groups;
+  return TapRows{x + g * cg * plane, p.c * plane, plane, p.h, p.w, p.sh,
+                 p.sw, cg, p.kh, p.kw, t.offy.data(), t.offx.data()};
 }
 
 std::string Describe(const ConvParams& p) {
@@ -232,263 +203,7 @@ std::string Describe(const ConvParams& p) {
   return os.str();
 }
 
-// A 1x1 kernel with unit stride and no padding reads the image itself as the
-// column matrix, so im2col can be skipped.
-bool IsPointwise(const ConvParams& p) {
-  return p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.pad_t == 0 &&
-         p.pad_l == 0 && p.pad_b == 0 && p.pad_r == 0;
-}
-
-// Everything the tiled drivers share about one convolution.
-struct ConvShape {
-  Geometry g;
-  size_t N;       // output pixels per image
-  int G, cg, mg;  // groups, input / output channels per group
-  int K;          // column rows per group
-  size_t kk;      // kernel taps
-  int images;     // images per tile
-  int rows;       // output rows per tile (oh unless one image is split)
-};
-
-ConvShape MakeShape(const ConvParams& p) {
-  ConvShape s;
-  s.g = MakeGeometry(p.h, p.w, p.kh, p.kw, p.pad_t, p.pad_l, p.pad_b, p.pad_r,
-                     p.sh, p.sw, p.dh, p.dw);
-  s.N = size_t(s.g.oh) * s.g.ow;
-  s.G = p.groups;
-  s.cg = p.c / p.groups;
-  s.mg = p.oc / p.groups;
-  s.K = s.cg * p.kh * p.kw;
-  s.kk = size_t(p.kh) * p.kw;
-  const size_t col_rows = size_t(p.c) * s.kk;
-  const size_t per_image = col_rows * s.N;
-  s.images = int(std::clamp<size_t>(kColBudget / per_image, 1, size_t(p.n)));
-  s.rows = s.g.oh;
-  if (per_image > kColBudget)
-    s.rows = int(std::clamp<size_t>(kColBudget / (col_rows * s.g.ow), 1,
-                                    size_t(s.g.oh)));
-  return s;
-}
-
-// Images [b0, b0 + nb) and output rows [oy0, oy1) of each; several images
-// only ever come with all their rows.
-struct Tile {
-  int b0, nb, oy0, oy1;
-  size_t per_image(const ConvShape& s) const {
-    return size_t(oy1 - oy0) * s.g.ow;
-  }
-  size_t cols(const ConvShape& s) const { return nb * per_image(s); }
-};
-
-template <typename Body>
-void ForEachTile(const ConvParams& p, const ConvShape& s, Body body) {
-  for (int b0 = 0; b0 < p.n; b0 += s.images)
-    for (int oy0 = 0; oy0 < s.g.oh; oy0 += s.rows)
-      body(Tile{b0, std::min(s.images, p.n - b0), oy0,
-                std::min(s.g.oh, oy0 + s.rows)});
-}
-
-// Fills col [c*kh*kw, t.cols()] for the tile.
-void TileIm2Col(const float* x, const ConvParams& p, const ConvShape& s,
-                const Tile& t, float* col) {
-  const size_t plane = size_t(p.h) * p.w;
-  const size_t T = t.per_image(s), L = t.cols(s);
-  const long tasks = long(t.nb) * p.c;
-#pragma omp parallel for schedule(static) \
-    if (tasks * long(s.kk * T) > kParallelWork)
-  for (long q = 0; q < tasks; ++q) {
-    const int i = int(q / p.c);
-    const int ci = int(q % p.c);
-    Im2ColChannel(x + (size_t(t.b0 + i) * p.c + ci) * plane, s.g, t.oy0,
-                  t.oy1, col + ci * s.kk * L + i * T, L);
-  }
-}
-
-// The tile's part of an [n, oc, oh, ow] tensor as one [oc, cols] matrix:
-// read in place for a single image (rows `N` apart), else gathered into mat.
-const float* TileOutputMatrix(const float* dy, const ConvParams& p,
-                              const ConvShape& s, const Tile& t, float* mat,
-                              size_t* ld) {
-  if (t.nb == 1) {
-    *ld = s.N;
-    return dy + size_t(t.b0) * p.oc * s.N + size_t(t.oy0) * s.g.ow;
-  }
-  const size_t N = s.N, L = t.cols(s);
-  const long tasks = long(t.nb) * p.oc;
-#pragma omp parallel for schedule(static) if (tasks * long(N) > kParallelWork)
-  for (long q = 0; q < tasks; ++q) {
-    const int i = int(q / p.oc);
-    const int m = int(q % p.oc);
-    CopyRun(dy + (size_t(t.b0 + i) * p.oc + m) * N, mat + m * L + i * N,
-            int(N));
-  }
-  *ld = L;
-  return mat;
-}
-
-// dst[c][r] (+)= src[r][c] for src [rows, cols], in cache-sized tiles so
-// neither side is walked with a large stride for long.
-void TransposeInto(const float* src, int rows, int cols, bool accumulate,
-                   float* dst) {
-  constexpr int kTile = 32;
-  [[maybe_unused]] const long work = long(rows) * cols;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int c0 = 0; c0 < cols; c0 += kTile) {
-    const int c1 = std::min(cols, c0 + kTile);
-    for (int r0 = 0; r0 < rows; r0 += kTile) {
-      const int r1 = std::min(rows, r0 + kTile);
-      for (int c = c0; c < c1; ++c) {
-        float* d = dst + size_t(c) * rows;
-        if (accumulate) {
-          for (int r = r0; r < r1; ++r) d[r] += src[size_t(r) * cols + c];
-        } else {
-          for (int r = r0; r < r1; ++r) d[r] = src[size_t(r) * cols + c];
-        }
-      }
-    }
-  }
-}
-
-// C[x][y] += sum_{j < len} a[x][j] * b[y][j] for a TM x TN tile. The 16-lane
-// accumulators stay in vector registers, so every pair of loaded vectors
-// feeds several FMAs.
-template <int TM, int TN>
-inline void DotTile(const float* __restrict a, size_t lda,
-                    const float* __restrict b, size_t ldb, int len,
-                    float* __restrict c, int ldc) {
-  float acc[TM][TN][16] = {};
-  int j = 0;
-  for (; j + 16 <= len; j += 16) {
-#pragma GCC unroll 4
-    for (int x = 0; x < TM; ++x)
-#pragma GCC unroll 4
-      for (int y = 0; y < TN; ++y)
-#pragma omp simd
-        for (int l = 0; l < 16; ++l)
-          acc[x][y][l] += a[x * lda + j + l] * b[y * ldb + j + l];
-  }
-  for (int x = 0; x < TM; ++x)
-    for (int y = 0; y < TN; ++y) {
-      float sum = 0.f;
-      for (int l = 0; l < 16; ++l) sum += acc[x][y][l];
-      for (int r = j; r < len; ++r) sum += a[x * lda + r] * b[y * ldb + r];
-      c[x * ldc + y] += sum;
-    }
-}
-
-template <int TM>
-inline void DotTileRows(int tn, const float* a, size_t lda, const float* b,
-                        size_t ldb, int len, float* c, int ldc) {
-  switch (tn) {
-    case 4: DotTile<TM, 4>(a, lda, b, ldb, len, c, ldc); break;
-    case 3: DotTile<TM, 3>(a, lda, b, ldb, len, c, ldc); break;
-    case 2: DotTile<TM, 2>(a, lda, b, ldb, len, c, ldc); break;
-    default: DotTile<TM, 1>(a, lda, b, ldb, len, c, ldc); break;
-  }
-}
-
-// Whether the weight gradient of one group (an m x k result reduced over
-// `len` columns) is better done by LongReductionNT than by sgemm: OpenBLAS
-// splits work over the output only, which leaves threads idle when the
-// output is tiny and the reduction long (first conv layers, depthwise).
-bool UseLongReduction(int m, int k, size_t len) {
-  return long(m) * k <= 2048 && len >= 4096;
-}
-
-// For every group g: dw_g (+)= a_g * b_g^T, with a_g = a + g*m*lda ([m, len])
-// and b_g = b + g*k*ldb ([k, len]). The reduction axis is split across
-// threads; partial results are summed in thread order so the result does not
-// depend on scheduling.
-void LongReductionNT(int groups, int m, int k, size_t len, const float* a,
-                     size_t lda, const float* b, size_t ldb, bool accumulate,
-                     float* dw) {
-  constexpr int kBlock = 2048;
-  const size_t out = size_t(groups) * m * k;
-  const long blocks = long((len + kBlock - 1) / kBlock);
-  const int threads = MaxThreads();
-  std::vector<float> partial(size_t(threads) * out, 0.f);
-  int used = 1;
-#pragma omp parallel num_threads(threads) if (threads > 1 && blocks > 1)
-  {
-#pragma omp single
-    used = TeamSize();
-    float* mine = partial.data() + size_t(ThreadId()) * out;
-#pragma omp for schedule(static)
-    for (long blk = 0; blk < blocks; ++blk) {
-      const size_t j0 = size_t(blk) * kBlock;
-      const int n = int(std::min<size_t>(kBlock, len - j0));
-      for (int g = 0; g < groups; ++g) {
-        const float* ag = a + size_t(g) * m * lda + j0;
-        const float* bg = b + size_t(g) * k * ldb + j0;
-        float* cg = mine + size_t(g) * m * k;
-        for (int x = 0; x < m; x += 4)
-          for (int y = 0; y < k; y += 4) {
-            const int tm = std::min(4, m - x), tn = std::min(4, k - y);
-            const float* ax = ag + size_t(x) * lda;
-            const float* by = bg + size_t(y) * ldb;
-            float* c = cg + size_t(x) * k + y;
-            switch (tm) {
-              case 4: DotTileRows<4>(tn, ax, lda, by, ldb, n, c, k); break;
-              case 3: DotTileRows<3>(tn, ax, lda, by, ldb, n, c, k); break;
-              case 2: DotTileRows<2>(tn, ax, lda, by, ldb, n, c, k); break;
-              default: DotTileRows<1>(tn, ax, lda, by, ldb, n, c, k); break;
-            }
-          }
-      }
-    }
-  }
-  for (size_t i = 0; i < out; ++i) {
-    float sum = accumulate ? dw[i] : 0.f;
-    for (int t = 0; t < used; ++t) sum += partial[size_t(t) * out + i];
-    dw[i] = sum;
-  }
-}
-
 }  // namespace
-
-int WindowOutputSize(int in, int k, int stride, int pad_begin, int pad_end,
-                     int dilation, bool ceil_mode) {
-  const long extent = long(dilation) * (k - 1) + 1;
-  const long span = long(in) + pad_begin + pad_end;
-  if (stride <= 0 || span < extent) return 0;
-  const long room = span - extent;
-  long out = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
-  // A window that would start past the input and its leading padding covers
-  // only trailing padding; ONNX and PyTorch drop it.
-  if (ceil_mode && (out - 1) * stride >= long(in) + pad_begin) --out;
-  return int(out);
-}
-
-void Im2Col(const float* im, int c, int h, int w, int kh, int kw, int pad_t,
-            int pad_l, int pad_b, int pad_r, int sh, int sw, int dh, int dw,
-            float* col) {
-  CheckIm2ColArgs("Im2Col", c, h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh,
-                  sw, dh, dw);
-  const Geometry g =
-      MakeGeometry(h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh, sw, dh, dw);
-  const size_t N = size_t(g.oh) * g.ow;
-  const size_t kk = size_t(kh) * kw;
-  [[maybe_unused]] const long work = long(c) * long(kk * N);
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int ci = 0; ci < c; ++ci)
-    Im2ColChannel(im + size_t(ci) * h * w, g, 0, g.oh, col + ci * kk * N, N);
-}
-
-void Col2Im(const float* col, int c, int h, int w, int kh, int kw, int pad_t,
-            int pad_l, int pad_b, int pad_r, int sh, int sw, int dh, int dw,
-            float* im) {
-  CheckIm2ColArgs("Col2Im", c, h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh,
-                  sw, dh, dw);
-  const Geometry g =
-      MakeGeometry(h, w, kh, kw, pad_t, pad_l, pad_b, pad_r, sh, sw, dh, dw);
-  const size_t N = size_t(g.oh) * g.ow;
-  const size_t kk = size_t(kh) * kw;
-  [[maybe_unused]] const long work = long(c) * long(kk * N);
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int ci = 0; ci < c; ++ci)
-    Col2ImChannel(col + ci * kk * N, g, N, 0, g.oh, true,
-                  im + size_t(ci) * h * w);
-}
 
 int ConvParams::oh() const {
   return WindowOutputSize(h, kh, sh, pad_t, pad_b, dh);
@@ -520,172 +235,253 @@ void ConvParams::Validate() const {
 void Conv2dForward(const float* x, const float* w, const float* b, float* y,
                    const ConvParams& p) {
   p.Validate();
-  UseOpenMPForBlas();
-  const ConvShape s = MakeShape(p);
-  const size_t N = s.N;
-  const int G = s.G, cg = s.cg, mg = s.mg, K = s.K;
-
-  if (IsPointwise(p)) {
-    for (int i = 0; i < p.n; ++i)
-      for (int gi = 0; gi < G; ++gi)
-        SINGA_BLAS(cblas_sgemm)(
-            CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, int(N), cg, 1.f,
-            w + size_t(gi) * mg * cg, cg, x + (size_t(i) * p.c + gi * cg) * N,
-            int(N), 0.f, y + (size_t(i) * p.oc + gi * mg) * N, int(N));
-    if (b) {
-      const long rows = long(p.n) * p.oc;
-#pragma omp parallel for schedule(static) if (rows * long(N) > kParallelWork)
-      for (long r = 0; r < rows; ++r) {
-        const float bv = b[r % p.oc];
-        float* d = y + size_t(r) * N;
-        for (size_t j = 0; j < N; ++j) d[j] += bv;
-      }
-    }
-    return;
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow;
+  const int mg = p.oc / p.groups;
+  const ForwardTaps taps = MakeForwardTaps(p);
+  const int K = p.c / p.groups * p.kh * p.kw;
+  std::vector<NnJob> jobs;
+  for (int g = 0; g < p.groups; ++g) {
+    NnJob j;
+    j.b = InputRows(x, p, taps, g);
+    j.grid = Grid{p.n, oh, ow};
+    j.M = mg;
+    j.a = w + int64_t(g) * mg * K;
+    j.lda = K;
+    j.bias = b ? b + g * mg : nullptr;
+    j.out = y + int64_t(g) * mg * P;
+    j.out_img = p.oc * P;
+    j.out_ch = P;
+    j.obase = 0;
+    j.osy = ow;
+    j.osx = 1;
+    j.kc = ChooseKc(K);
+    jobs.push_back(j);
   }
-
-  Workspace& ws = ThreadWorkspace();
-  const size_t max_cols = size_t(s.images) * s.rows * s.g.ow;
-  float* col = Reserve(&ws.col, size_t(p.c) * s.kk * max_cols);
-  float* mat =
-      s.images > 1 ? Reserve(&ws.mat, size_t(p.oc) * max_cols) : nullptr;
-
-  ForEachTile(p, s, [&](const Tile& t) {
-    const size_t T = t.per_image(s), L = t.cols(s);
-    TileIm2Col(x, p, s, t, col);
-    // Writing each image's product straight into y skips the re-layout. With
-    // one image that is free; with several it pays off only when the GEMM is
-    // memory-bound anyway (few kernel taps, e.g. a first layer) and each
-    // image still gives it a wide N.
-    const bool direct = t.nb == 1 || (K <= 64 && T >= 256);
-    if (direct) {
-      for (int i = 0; i < t.nb; ++i)
-        for (int gi = 0; gi < G; ++gi)
-          SINGA_BLAS(cblas_sgemm)(
-              CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, int(T), K, 1.f,
-              w + size_t(gi) * mg * K, K, col + size_t(gi) * K * L + i * T,
-              int(L), 0.f,
-              y + (size_t(t.b0 + i) * p.oc + size_t(gi) * mg) * N +
-                  size_t(t.oy0) * s.g.ow,
-              int(N));
-    } else {
-      for (int gi = 0; gi < G; ++gi)
-        SINGA_BLAS(cblas_sgemm)(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg,
-                                int(L), K, 1.f, w + size_t(gi) * mg * K, K,
-                                col + size_t(gi) * K * L, int(L), 0.f,
-                                mat + size_t(gi) * mg * L, int(L));
-    }
-    if (direct && !b) return;
-    const long tasks = long(t.nb) * p.oc;
-#pragma omp parallel for schedule(static) if (tasks * long(T) > kParallelWork)
-    for (long q = 0; q < tasks; ++q) {
-      const int i = int(q / p.oc);
-      const int m = int(q % p.oc);
-      const float bv = b ? b[m] : 0.f;
-      float* d =
-          y + (size_t(t.b0 + i) * p.oc + m) * N + size_t(t.oy0) * s.g.ow;
-      const float* src = direct ? d : mat + m * L + i * T;
-      for (size_t j = 0; j < T; ++j) d[j] = src[j] + bv;
-    }
-  });
+  RunNn(jobs);
 }
+
+namespace {
+
+// dx as col2im fused into the product: rows (cc, ki, kj) of w^T times dy,
+// each added into dx where the forward window read it. Chosen when dy has at
+// least as many channels as dx: packing dy is then a plain copy shared by
+// cg * kh * kw rows, and the scatter costs one add per result, against mg
+// multiply-adds. The gather form below would instead pack mg * kh * kw
+// shifted copies of dy for only cg rows.
+void BackwardDataScatter(const float* dy, const float* w, float* dx,
+                         const ConvParams& p) {
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
+  const int cg = p.c / p.groups, mg = p.oc / p.groups;
+  const int K = cg * p.kh * p.kw;  // rows of w^T per group
+  float* wt = ThreadWork(size_t(p.groups) * K * mg, 1);
+  for (int g = 0; g < p.groups; ++g)
+    Transpose(w + int64_t(g) * mg * K, mg, K, wt + int64_t(g) * K * mg);
+  const ForwardTaps taps = MakeForwardTaps(p);
+  const int zero = 0;
+  std::vector<TapRows> into(size_t(p.groups));
+  std::vector<NnJob> jobs;
+  for (int g = 0; g < p.groups; ++g) {
+    into[size_t(g)] = InputRows(dx, p, taps, g);  // src unused: out is dx
+    NnJob j;
+    j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg, 1,
+                  1, &zero, &zero};
+    j.grid = Grid{p.n, oh, ow};
+    j.M = K;
+    j.a = wt + int64_t(g) * K * mg;
+    j.lda = mg;
+    j.bias = nullptr;
+    j.out = dx + int64_t(g) * cg * plane;
+    j.out_img = p.c * plane;
+    j.out_ch = plane;
+    j.obase = 0;
+    j.osy = p.w;
+    j.osx = 1;
+    j.kc = ChooseKc(mg);
+    j.scatter = &into[size_t(g)];
+    jobs.push_back(j);
+  }
+  const int64_t total = int64_t(p.n) * p.c * plane;
+#pragma omp parallel for schedule(static) if (total > kParallelMacs)
+  for (int64_t i = 0; i < total; ++i) dx[i] = 0.f;
+  RunNn(jobs);
+}
+
+}  // namespace
 
 void Conv2dBackwardData(const float* dy, const float* w, float* dx,
                         const ConvParams& p) {
   p.Validate();
-  UseOpenMPForBlas();
-  const ConvShape s = MakeShape(p);
-  const size_t N = s.N;
-  const size_t plane = size_t(p.h) * p.w;
-  const int G = s.G, cg = s.cg, mg = s.mg, K = s.K;
+  const int cg = p.c / p.groups, mg = p.oc / p.groups;
+  if (mg >= cg) return BackwardDataScatter(dy, w, dx, p);
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
+  const int kk = p.kh * p.kw;
 
-  if (IsPointwise(p)) {
-    for (int i = 0; i < p.n; ++i)
-      for (int gi = 0; gi < G; ++gi)
-        SINGA_BLAS(cblas_sgemm)(
-            CblasRowMajor, CblasTrans, CblasNoTrans, cg, int(N), mg, 1.f,
-            w + size_t(gi) * mg * cg, cg,
-            dy + (size_t(i) * p.oc + gi * mg) * N, int(N), 0.f,
-            dx + (size_t(i) * p.c + gi * cg) * N, int(N));
-    return;
-  }
-
-  Workspace& ws = ThreadWorkspace();
-  const size_t max_cols = size_t(s.images) * s.rows * s.g.ow;
-  float* col = Reserve(&ws.col, size_t(p.c) * s.kk * max_cols);
-  float* mat =
-      s.images > 1 ? Reserve(&ws.mat, size_t(p.oc) * max_cols) : nullptr;
-
-  ForEachTile(p, s, [&](const Tile& t) {
-    const size_t T = t.per_image(s), L = t.cols(s);
-    size_t ldd;
-    const float* dmat = TileOutputMatrix(dy, p, s, t, mat, &ldd);
-    for (int gi = 0; gi < G; ++gi)
-      SINGA_BLAS(cblas_sgemm)(CblasRowMajor, CblasTrans, CblasNoTrans, K,
-                              int(L), mg, 1.f, w + size_t(gi) * mg * K, K,
-                              dmat + size_t(gi) * mg * ldd, int(ldd), 0.f,
-                              col + size_t(gi) * K * L, int(L));
-    const long tasks = long(t.nb) * p.c;
-#pragma omp parallel for schedule(static) \
-    if (tasks * long(s.kk * T) > kParallelWork)
-    for (long q = 0; q < tasks; ++q) {
-      const int i = int(q / p.c);
-      const int ci = int(q % p.c);
-      Col2ImChannel(col + ci * s.kk * L + i * T, s.g, L, t.oy0, t.oy1,
-                    t.oy0 == 0, dx + (size_t(t.b0 + i) * p.c + ci) * plane);
+  // Per phase: its taps, their dy offsets, and the weights rearranged as
+  // A[cc][m * taps + t] so the phase is a plain NN product.
+  struct Phase {
+    int ry, rx, gh, gw;
+    std::vector<int> ki, kj;      // the kernel rows and columns that reach it
+    std::vector<int> offy, offx;  // their dy offsets
+    float* a;                     // [groups][cg][mg * taps]
+  };
+  std::vector<Phase> phases;
+  std::vector<Phase> empty;  // phases no tap reaches: their dx is zero
+  for (int ry = 0; ry < std::min(p.sh, p.h); ++ry)
+    for (int rx = 0; rx < std::min(p.sw, p.w); ++rx) {
+      Phase ph;
+      ph.ry = ry;
+      ph.rx = rx;
+      ph.gh = int(CeilDiv(p.h - ry, p.sh));
+      ph.gw = int(CeilDiv(p.w - rx, p.sw));
+      // dx row iy = ry + sh * qy takes dy row (iy + pad_t - ki * dh) / sh,
+      // an integer exactly when sh divides ry + pad_t - ki * dh.
+      for (int ki = 0; ki < p.kh; ++ki)
+        if ((ry + p.pad_t - ki * p.dh) % p.sh == 0) {
+          ph.ki.push_back(ki);
+          ph.offy.push_back((ry + p.pad_t - ki * p.dh) / p.sh);
+        }
+      for (int kj = 0; kj < p.kw; ++kj)
+        if ((rx + p.pad_l - kj * p.dw) % p.sw == 0) {
+          ph.kj.push_back(kj);
+          ph.offx.push_back((rx + p.pad_l - kj * p.dw) / p.sw);
+        }
+      (ph.ki.empty() || ph.kj.empty() ? empty : phases).push_back(std::move(ph));
     }
-  });
+
+  // The phases partition the taps, so their weights fill one w-sized buffer.
+  float* a = ThreadWork(size_t(p.oc) * cg * kk, 1);
+  std::vector<NnJob> jobs;
+  for (Phase& ph : phases) {
+    const int tr = int(ph.ki.size()), tc = int(ph.kj.size());
+    const int K = mg * tr * tc;
+    ph.a = a;
+    a += int64_t(p.groups) * cg * K;
+    for (int g = 0; g < p.groups; ++g)
+      for (int cc = 0; cc < cg; ++cc) {
+        float* row = ph.a + (int64_t(g) * cg + cc) * K;
+        for (int m = 0; m < mg; ++m) {
+          const float* wm = w + ((int64_t(g) * mg + m) * cg + cc) * kk;
+          for (int i = 0; i < tr; ++i)
+            for (int jj = 0; jj < tc; ++jj)
+              *row++ = wm[ph.ki[i] * p.kw + ph.kj[jj]];
+        }
+      }
+    for (int g = 0; g < p.groups; ++g) {
+      NnJob j;
+      j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg,
+                    tr, tc, ph.offy.data(), ph.offx.data()};
+      j.grid = Grid{p.n, ph.gh, ph.gw};
+      j.M = cg;
+      j.a = ph.a + int64_t(g) * cg * K;
+      j.lda = K;
+      j.bias = nullptr;
+      j.out = dx + int64_t(g) * cg * plane;
+      j.out_img = p.c * plane;
+      j.out_ch = plane;
+      j.obase = int64_t(ph.ry) * p.w + ph.rx;
+      j.osy = int64_t(p.sh) * p.w;
+      j.osx = p.sw;
+      j.kc = ChooseKc(K);
+      jobs.push_back(j);
+    }
+  }
+  RunNn(jobs);
+  for (const Phase& ph : empty) {
+    const int64_t planes = int64_t(p.n) * p.c;
+#pragma omp parallel for schedule(static) if (planes * plane > kParallelMacs)
+    for (int64_t q = 0; q < planes; ++q)
+      for (int iy = ph.ry; iy < p.h; iy += p.sh)
+        for (int ix = ph.rx; ix < p.w; ix += p.sw)
+          dx[q * plane + int64_t(iy) * p.w + ix] = 0.f;
+  }
 }
 
 void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
                           const ConvParams& p) {
   p.Validate();
-  UseOpenMPForBlas();
-  const ConvShape s = MakeShape(p);
-  const size_t N = s.N;
-  const int G = s.G, cg = s.cg, mg = s.mg, K = s.K;
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow;
+  const int mg = p.oc / p.groups;
+  const ForwardTaps taps = MakeForwardTaps(p);
+  const int K = p.c / p.groups * p.kh * p.kw;
+  const int64_t R = int64_t(p.n) * P;
+  // dy channel by channel ([oc][n * P], rows padded with zeros to a multiple
+  // of 16), so the kernels read its rows in place.
+  const int64_t ldd = CeilDiv(R, 16) * 16;
+  float* d = ThreadWork(size_t(p.oc) * ldd, 1);
+#pragma omp parallel for schedule(static) if (p.oc * ldd > kParallelMacs)
+  for (int m = 0; m < p.oc; ++m) {
+    float* row = d + m * ldd;
+    for (int b = 0; b < p.n; ++b)
+      std::copy(dy + (int64_t(b) * p.oc + m) * P,
+                dy + (int64_t(b) * p.oc + m + 1) * P, row + b * P);
+    std::fill(row + R, row + ldd, 0.f);
+  }
+  std::vector<NtJob> jobs;
+  for (int g = 0; g < p.groups; ++g)
+    jobs.push_back(NtJob{InputRows(x, p, taps, g), Grid{p.n, oh, ow}, mg,
+                         d + int64_t(g) * mg * ldd, ldd});
 
-  if (IsPointwise(p)) {
-    for (int i = 0; i < p.n; ++i)
-      for (int gi = 0; gi < G; ++gi)
-        SINGA_BLAS(cblas_sgemm)(
-            CblasRowMajor, CblasNoTrans, CblasTrans, mg, cg, int(N), 1.f,
-            dy + (size_t(i) * p.oc + gi * mg) * N, int(N),
-            x + (size_t(i) * p.c + gi * cg) * N, int(N), i == 0 ? 0.f : 1.f,
-            dw + size_t(gi) * mg * cg, cg);
+  // Columns of dw per block: the block's rows of B (packed 1024 reduction
+  // columns at a time) stay within 512 KB, and its lane-wise accumulators
+  // (conv_isa.cc) within 1 MB.
+  // A reduction that fits one packed block (1024 columns) needs no lane-wise
+  // accumulators: its column blocks can be as wide as the threads allow.
+  const int nt = NtRows();
+  const int64_t kcap = R <= 1024 ? CeilDiv(CeilDiv(K, MaxThreads()), nt) * nt
+                                 : std::min<int64_t>(
+                                       128, (int64_t(1) << 18) /
+                                                (CeilDiv(mg, 4) * 4 * 16));
+  const int kb = int(std::clamp<int64_t>(kcap / nt * nt, nt, CeilDiv(K, nt) * nt));
+  const int64_t kblocks = CeilDiv(K, kb);
+  const int64_t out = int64_t(p.oc) * K;  // dw floats, all groups
+  const size_t work = NtWork(jobs[0], 0, kb);
+  const int threads = ThreadsFor(R * p.oc * K);
+  auto block = [&](int g, int64_t kbi, int64_t r0, int64_t r1, float* c,
+                   float* buf) {
+    const int k0 = int(kbi * kb), k1 = int(std::min<int64_t>(K, k0 + kb));
+    RunNtBlock(jobs[size_t(g)], r0, r1, k0, k1, c + int64_t(g) * mg * K, K,
+               false, buf);
+  };
+
+  const int64_t items = int64_t(p.groups) * kblocks;
+  if (threads == 1 || items >= 2 * threads) {
+    // Threads take disjoint column blocks of dw, each over the whole
+    // reduction.
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      float* buf = ThreadWork(work);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < items; ++i)
+        block(int(i / kblocks), i % kblocks, 0, R, dw, buf);
+    }
     return;
   }
-
-  Workspace& ws = ThreadWorkspace();
-  const size_t max_cols = size_t(s.images) * s.rows * s.g.ow;
-  float* col = Reserve(&ws.col, size_t(p.c) * s.kk * max_cols);
-  float* mat =
-      s.images > 1 ? Reserve(&ws.mat, size_t(p.oc) * max_cols) : nullptr;
-  float* tr = Reserve(&ws.tr, size_t(mg) * K);
-
-  // The first tile overwrites dw, later ones accumulate into it.
-  bool accumulate = false;
-  ForEachTile(p, s, [&](const Tile& t) {
-    const size_t L = t.cols(s);
-    TileIm2Col(x, p, s, t, col);
-    size_t ldd;
-    const float* dmat = TileOutputMatrix(dy, p, s, t, mat, &ldd);
-    if (UseLongReduction(mg, K, L)) {
-      LongReductionNT(G, mg, K, L, dmat, ldd, col, L, accumulate, dw);
-    } else {
-      // OpenBLAS is markedly faster (20-50% on conv shapes) producing the
-      // [K, mg] transpose than the [mg, K] result itself, so compute that
-      // and transpose it into place.
-      for (int gi = 0; gi < G; ++gi) {
-        SINGA_BLAS(cblas_sgemm)(CblasRowMajor, CblasNoTrans, CblasTrans, K,
-                                mg, int(L), 1.f, col + size_t(gi) * K * L,
-                                int(L), dmat + size_t(gi) * mg * ldd,
-                                int(ldd), 0.f, tr, mg);
-        TransposeInto(tr, K, mg, accumulate, dw + size_t(gi) * mg * K);
-      }
+  // Few column blocks over a long reduction: thread t sums its share of the
+  // reduction into its own copy of dw (thread 0 into dw itself); the copies
+  // are added in thread order.
+  std::vector<float> partial(size_t(threads - 1) * out);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = ThreadId();
+    float* buf = ThreadWork(work);
+    float* c = t == 0 ? dw : partial.data() + size_t(t - 1) * out;
+    // Shares start at multiples of 16 columns, where dy's padding agrees.
+    const int64_t r0 = std::min(R, CeilDiv(R * t / threads, 16) * 16);
+    const int64_t r1 = std::min(R, CeilDiv(R * (t + 1) / threads, 16) * 16);
+    for (int64_t i = 0; i < items; ++i)
+      block(int(i / kblocks), i % kblocks, r0, r1, c, buf);
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < out; ++i) {
+      float s = dw[i];
+      for (int u = 1; u < threads; ++u) s += partial[size_t(u - 1) * out + i];
+      dw[i] = s;
     }
-    accumulate = true;
-  });
+  }
 }
 
 void Conv2dBackwardBias(const float* dy, float* db, const ConvParams& p) {
@@ -695,7 +491,7 @@ void Conv2dBackwardBias(const float* dy, float* db, const ConvParams& p) {
   // Each image row is summed in float (vectorised, short), the per-image
   // partials in double so large batches do not lose precision.
 #pragma omp parallel for schedule(static) \
-    if (long(n) * oc * long(N) > kParallelWork)
+    if (long(n) * oc * long(N) > kParallelMacs)
   for (int m = 0; m < oc; ++m) {
     double acc = 0.0;
     for (int i = 0; i < n; ++i) {

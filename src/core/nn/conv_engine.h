@@ -1,0 +1,113 @@
+// The implicit-GEMM convolution engine shared by the conv kernels.
+//
+// Every convolution pass is one of two matrix products whose operand rows
+// are read straight from an NCHW tensor through sliding windows ("taps"):
+//
+//   NN (forward, backward data):  out[m][q] = sum_k A[m][k] * B[k][q]
+//   NT (backward weight):         C[m][k]  = sum_q D[m][q] * B[k][q]
+//
+// q runs over the output pixels (image, qy, qx) of a grid. The rows k of B
+// are taps: k = (c * tr + i) * tc + j reads channel c of the source shifted
+// by (offy[i], offx[j]): B[k][(b, qy, qx)] = src[b][c * cstride + y * sw + x]
+// with y = qy * ssy + offy[i] and x = qx * ssx + offx[j], and zero where
+// (y, x) falls outside the source's sh x sw plane (padding). A (weights) is a plain row-major matrix;
+// D (the output gradient) is read like B with a single tap per row. No
+// column matrix is ever built: the per-ISA code (conv_isa.cc) copies the
+// pieces of B a tile needs into a small packed buffer right before its
+// micro-kernel uses them.
+//
+// This header holds plain data only; the code that walks it is compiled per
+// ISA family (see cpu_isa.h), and conv_cpp.cc builds the jobs and splits
+// them over threads.
+#ifndef SINGA_SRC_CORE_NN_CONV_ENGINE_H_
+#define SINGA_SRC_CORE_NN_CONV_ENGINE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "singa/core/cpu_isa.h"
+
+namespace singa {
+namespace cpu {
+
+// Rows read through taps from a dense [n][...] source.
+struct TapRows {
+  const float* src;
+  int64_t img_stride;  // floats per image
+  int64_t cstride;     // floats per channel
+  int sh, sw;          // the plane every tap reads (rows, columns)
+  int ssy, ssx;        // grid stride in the source
+  int channels, tr, tc;
+  const int* offy;  // tr entries
+  const int* offx;  // tc entries
+  int rows() const { return channels * tr * tc; }
+};
+
+// The output pixel grid: n images of gh x gw pixels, flattened as
+// q = (b * gh + qy) * gw + qx.
+struct Grid {
+  int n, gh, gw;
+  int64_t pixels() const { return int64_t(n) * gh * gw; }
+};
+
+// out[m][q] = bias[m] + sum_k a[m * lda + k] * B[k][q], for m < M. Pixel
+// (b, qy, qx), channel m is written at out + b * out_img + m * out_ch +
+// obase + qy * osy + qx * osx.
+//
+// With `scatter` set, the result is instead added into `out` through taps:
+// row m is tap m of *scatter, and element (m, (b, qy, qx)) is added where
+// that tap reads for grid pixel (qy, qx) of image b (scatter->src is
+// ignored; `out` is the base it reads from). That is col2im fused into the
+// product; rows of different channels never touch the same output, and
+// neither do different images.
+struct NnJob {
+  TapRows b;
+  Grid grid;
+  int M;
+  const float* a;
+  int64_t lda;
+  const float* bias;  // may be null
+  float* out;
+  int64_t out_img, out_ch, obase, osy, osx;
+  int kc;  // reduction block
+  const TapRows* scatter = nullptr;
+  bool dense() const { return osx == 1 && osy == grid.gw; }
+};
+
+// c[m * ldc + k] (+)= sum_q D[m][q] * B[k][q] with D[m][q] = d[m * ldd + q],
+// the output gradient laid out channel by channel; ldd is a multiple of 16
+// and D is zero from q = grid.pixels() up to ldd.
+struct NtJob {
+  TapRows b;
+  Grid grid;
+  int M;
+  const float* d;
+  int64_t ldd;
+};
+
+// What conv_isa.cc provides in each ISA namespace.
+SINGA_ISA_DECLARE(
+    // Output columns per micro-tile of the NN kernel, and the rows per
+    // micro-tile it uses for M output rows.
+    int NnColsPerTile();
+    int NnRowsPerTile(int M);
+    // Floats of scratch NnSlab needs for `cols` columns.
+    size_t NnWorkFloats(const NnJob& job, int64_t cols);
+    // Computes columns [q0, q1) and rows [m0, m1) of the job. `work` is
+    // 64-byte aligned.
+    void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
+                float* work);
+    // Floats of scratch NtBlock needs for `cols` reduction columns and
+    // `rows` rows of B.
+    size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows);
+    // Rows of B per micro-tile (NtBlock's k ranges should be multiples).
+    int NtRowsPerTile();
+    // c[m][k] for k in [k0, k1): (accumulate ? c + : ) the sum over the
+    // reduction columns [q0, q1).
+    void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
+                 float* c, int64_t ldc, bool accumulate, float* work);)
+
+}  // namespace cpu
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_NN_CONV_ENGINE_H_

@@ -1,0 +1,574 @@
+// Convolution micro-kernels and packing for one ISA family.
+//
+// CMakeLists.txt compiles this file once per family with that family's
+// flags, SINGA_ISA_NS naming its namespace and SINGA_ISA_LEVEL its vector
+// width: 4 floats (baseline SSE2), 8 (AVX2 + FMA) or 16 (AVX-512). The code
+// is written once with GCC vector extensions, so the families differ only in
+// kVW and the register-tile shapes below, which follow from the register
+// count (16 vector registers below AVX-512, 32 with it). The matrices and
+// the tap addressing are described in conv_engine.h.
+#include <algorithm>
+#include <cstring>
+
+#include "conv_engine.h"
+
+#ifndef SINGA_ISA_NS
+#error "conv_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
+#endif
+
+namespace singa {
+namespace cpu {
+namespace SINGA_ISA_NS {
+
+namespace {
+
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kVW = 16;
+#elif SINGA_ISA_LEVEL == 1
+constexpr int kVW = 8;
+#else
+constexpr int kVW = 4;
+#endif
+
+typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
+
+inline Vec Load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+inline Vec Splat(float x) { return Vec{} + x; }
+inline float HSum(Vec v) {
+  float s = 0.f;
+  for (int l = 0; l < kVW; ++l) s += v[l];
+  return s;
+}
+
+// ----------------------------------------------------------- tile shapes
+// NN: MR rows x kNnVecs vectors of accumulators, one vector register per B
+// vector and one for the broadcast A value. NT: MR x NR dot products, plus
+// MR registers holding the A vectors and one for the B vector.
+constexpr int kNnVecs = 2;
+constexpr int kNnCols = kNnVecs * kVW;
+// Row counts to choose from, best first, with their speed relative to the
+// first (fewer rows give fewer multiply-adds per load), measured on AVX2
+// (Zen 4) and assumed alike for the other widths.
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kNnRowChoices[] = {12, 10, 8};
+constexpr int kNtRows = 4, kNtCols = 6;
+#else
+constexpr int kNnRowChoices[] = {6, 5, 4};
+constexpr int kNtRows = 3, kNtCols = 4;
+#endif
+constexpr float kNnRowSpeed[] = {1.f, 0.95f, 0.92f};
+
+// ---------------------------------------------------------- micro-kernels
+
+// c[i][0:kNnCols] (+)= sum_k a[i * lda + k] * b[k * kNnCols + 0:kNnCols] for
+// i < mr. Rows mr..MR-1 repeat row mr-1 (valid memory) and are dropped.
+// Without `accumulate`, the sums start from bias[i] (or zero).
+template <int MR>
+void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
+              const float* __restrict b, float* __restrict c, int64_t ldc,
+              const float* bias, bool accumulate) {
+  const float* ar[MR];
+  for (int i = 0; i < MR; ++i) ar[i] = a + int64_t(i < mr ? i : mr - 1) * lda;
+  Vec s[MR][kNnVecs];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const int r = i < mr ? i : mr - 1;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNnVecs; ++v)
+      s[i][v] = accumulate ? Load(c + r * ldc + v * kVW)
+                           : Splat(bias ? bias[r] : 0.f);
+  }
+  for (int k = 0; k < kc; ++k) {
+    Vec bv[kNnVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNnVecs; ++v) bv[v] = Load(b + k * kNnCols + v * kVW);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const Vec av = Splat(ar[i][k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNnVecs; ++v) s[i][v] += av * bv[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mr) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNnVecs; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
+  }
+}
+
+using NnKernel = void (*)(int, const float*, int64_t, int, const float*,
+                          float*, int64_t, const float*, bool);
+
+NnKernel NnKernelFor(int mr) {
+  switch (mr) {
+#if SINGA_ISA_LEVEL >= 2
+    case 12: return KernelNN<12>;
+    case 10: return KernelNN<10>;
+    default: return KernelNN<8>;
+#else
+    case 6: return KernelNN<6>;
+    case 5: return KernelNN<5>;
+    default: return KernelNN<4>;
+#endif
+  }
+}
+
+// acc[i][j] += a[i * lda + 0:len] * b[j * ldb + 0:len] lane by lane, for the
+// kNtRows x kNtCols tile; len is a multiple of kVW. The lanes are summed
+// once, after the whole reduction (NtBlock), not per call.
+void KernelNT(int len, const float* __restrict a, int64_t lda, int mr,
+              const float* __restrict b, int64_t ldb, Vec* __restrict acc) {
+  // Rows mr..kNtRows-1 repeat row mr-1 (valid memory); their sums are never
+  // read.
+  const float* ar[kNtRows];
+  for (int i = 0; i < kNtRows; ++i) ar[i] = a + int64_t(i < mr ? i : mr - 1) * lda;
+  Vec s[kNtRows][kNtCols];
+#pragma GCC unroll 8
+  for (int i = 0; i < kNtRows; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < kNtCols; ++j) s[i][j] = acc[i * kNtCols + j];
+  for (int p = 0; p < len; p += kVW) {
+    Vec av[kNtRows];
+#pragma GCC unroll 8
+    for (int i = 0; i < kNtRows; ++i) av[i] = Load(ar[i] + p);
+#pragma GCC unroll 8
+    for (int j = 0; j < kNtCols; ++j) {
+      const Vec bv = Load(b + j * ldb + p);
+#pragma GCC unroll 8
+      for (int i = 0; i < kNtRows; ++i) s[i][j] += av[i] * bv;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kNtRows; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < kNtCols; ++j) acc[i * kNtCols + j] = s[i][j];
+}
+
+// c[i * ldc + j] = (accumulate ? c : 0) + sum over lanes of the same
+// products, for i < mr, j < nr: for reductions short enough to sum in one
+// call.
+void KernelNTSum(int len, const float* __restrict a, int64_t lda, int mr,
+                 const float* __restrict b, int64_t ldb, float* __restrict c,
+                 int64_t ldc, int nr, bool accumulate) {
+  Vec acc[kNtRows * kNtCols] = {};
+  KernelNT(len, a, lda, mr, b, ldb, acc);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      const float t = HSum(acc[i * kNtCols + j]);
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + t : t;
+    }
+}
+
+// ---------------------------------------------------------------- packing
+
+void Zero(float* d, int n) {
+  int i = 0;
+  for (; i + kVW <= n; i += kVW) Store(d + i, Vec{});
+  for (; i < n; ++i) d[i] = 0.f;
+}
+
+void Copy(float* __restrict d, const float* __restrict s, int n) {
+  int i = 0;
+  for (; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+}
+
+// A grow-only array. Standard containers of int would be instantiated here
+// and in other objects alike, and the linker could hand this family's copy
+// to code running on a CPU without it (see cmake/CheckIsaSymbols.cmake).
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] data_; }
+  T* Reserve(size_t n) {
+    if (n > cap_) {
+      delete[] data_;
+      data_ = new T[n];
+      cap_ = n;
+    }
+    return data_;
+  }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// A piece of one grid row: `len` pixels from (b, qy, qx), landing at packed
+// column `col`.
+struct Run {
+  int b, qy, qx, len, col;
+};
+
+struct Runs {
+  Buffer<Run> buf;
+  int count = 0;
+  const Run* begin() const { return buf.data(); }
+  const Run* end() const { return buf.data() + count; }
+};
+
+// Splits grid pixels [q0, q1) into runs along grid rows, and also at every
+// multiple of `split` packed columns when split > 0.
+void BuildRuns(const Grid& g, int64_t q0, int64_t q1, int split, Runs* runs) {
+  // At most one run per grid row touched plus one per split boundary.
+  const int64_t n = q1 - q0;
+  Run* out = runs->buf.Reserve(size_t(n / g.gw + 2 + (split > 0 ? n / split + 1 : 0)));
+  const int64_t plane = int64_t(g.gh) * g.gw;
+  int col = 0, count = 0;
+  for (int64_t q = q0; q < q1;) {
+    const int b = int(q / plane);
+    const int64_t rem = q - b * plane;
+    const int qy = int(rem / g.gw), qx = int(rem - int64_t(qy) * g.gw);
+    int len = int(std::min<int64_t>(g.gw - qx, q1 - q));
+    if (split > 0) len = std::min(len, split - col % split);
+    out[count++] = Run{b, qy, qx, len, col};
+    q += len;
+    col += len;
+  }
+  runs->count = count;
+}
+
+// dst[0:len] = src[x0 + j * ssx] for j < len, zero where x0 + j * ssx is
+// outside [0, sw).
+inline void FillRow(float* __restrict dst, const float* __restrict src, int x0,
+                    int ssx, int len, int sw) {
+  if (ssx == 1) {
+    if (x0 >= 0 && x0 + len <= sw) {
+      if (len == kNnCols) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNnVecs; ++v)
+          Store(dst + v * kVW, Load(src + x0 + v * kVW));
+        return;
+      }
+      return Copy(dst, src + x0, len);
+    }
+    const int lo = std::min(len, std::max(0, -x0));
+    const int hi = std::max(lo, std::min(len, sw - x0));
+    Zero(dst, lo);
+    Copy(dst + lo, src + x0 + lo, hi - lo);
+    Zero(dst + hi, len - hi);
+    return;
+  }
+  for (int j = 0; j < len; ++j) {
+    const int x = x0 + j * ssx;
+    dst[j] = x >= 0 && x < sw ? src[x] : 0.f;
+  }
+}
+
+// dst[x0 + j * ssx] += src[j] for j < len where x0 + j * ssx is in [0, sw).
+inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
+                   int ssx, int len, int sw) {
+  if (ssx == 1) {
+    const int lo = std::min(len, std::max(0, -x0));
+    const int hi = std::max(lo, std::min(len, sw - x0));
+    float* d = dst + x0;
+    int j = lo;
+    for (; j + kVW <= hi; j += kVW) Store(d + j, Load(d + j) + Load(src + j));
+    for (; j < hi; ++j) d[j] += src[j];
+    return;
+  }
+  for (int j = 0; j < len; ++j) {
+    const int x = x0 + j * ssx;
+    if (x >= 0 && x < sw) dst[x] += src[j];
+  }
+}
+
+// Adds rows [m0, m0 + mr) of a micro-tile (`tile`, kNnCols floats per row)
+// into the output through the taps of s, for the runs `runs` of the tile's
+// columns (starting at tile column `col0`).
+void ScatterTile(const TapRows& s, float* out, int m0, int mr,
+                 const float* tile, const Run* runs, int nruns, int col0) {
+  const int taps = s.tr * s.tc;
+  for (int u = 0; u < nruns; ++u) {
+    const Run& r = runs[u];
+    float* img = out + r.b * s.img_stride;
+    const int ybase = r.qy * s.ssy, xbase = r.qx * s.ssx;
+    int c = m0 / taps, i = (m0 % taps) / s.tc, j = m0 % s.tc;
+    for (int row = 0; row < mr; ++row) {
+      const int y = ybase + s.offy[i];
+      if (y >= 0 && y < s.sh)
+        AddRow(img + c * s.cstride + int64_t(y) * s.sw,
+               tile + row * kNnCols + (r.col - col0), xbase + s.offx[j],
+               s.ssx, r.len, s.sw);
+      if (++j == s.tc) {
+        j = 0;
+        if (++i == s.tr) {
+          i = 0;
+          ++c;
+        }
+      }
+    }
+  }
+}
+
+// Rows [k0, k0 + kc) of t over the run's pixels: row k0 + k goes to
+// dst + k * dstride, len floats.
+void PackRun(const TapRows& t, const Run& r, int k0, int kc, float* dst,
+             int64_t dstride) {
+  const int taps = t.tr * t.tc;
+  int c = k0 / taps, i = (k0 % taps) / t.tc, j = k0 % t.tc;
+  const float* img = t.src + r.b * t.img_stride;
+  const int ybase = r.qy * t.ssy, xbase = r.qx * t.ssx;
+  for (int k = 0; k < kc;) {
+    const int n = std::min(t.tc - j, kc - k);
+    const int y = ybase + t.offy[i];
+    float* d = dst + k * dstride;
+    if (y < 0 || y >= t.sh) {
+      for (int u = 0; u < n; ++u) Zero(d + u * dstride, r.len);
+    } else {
+      const float* row = img + c * t.cstride + int64_t(y) * t.sw;
+      const int* ox = t.offx + j;
+      // Tap offsets are monotonic, so the ends bound them all.
+      const int lo = std::min(ox[0], ox[n - 1]), hi = std::max(ox[0], ox[n - 1]);
+      if (t.ssx == 1 && xbase + lo >= 0 && xbase + hi + r.len <= t.sw) {
+        // The common case: the run lies inside the image for every tap.
+        const float* s0 = row + xbase;
+        if (r.len == kNnCols) {
+          for (int u = 0; u < n; ++u) {
+            const float* s = s0 + ox[u];
+            float* o = d + u * dstride;
+#pragma GCC unroll 4
+            for (int v = 0; v < kNnVecs; ++v)
+              Store(o + v * kVW, Load(s + v * kVW));
+          }
+        } else {
+          for (int u = 0; u < n; ++u) Copy(d + u * dstride, s0 + ox[u], r.len);
+        }
+      } else {
+        for (int u = 0; u < n; ++u)
+          FillRow(d + u * dstride, row, xbase + ox[u], t.ssx, r.len, t.sw);
+      }
+    }
+    k += n;
+    j = 0;
+    if (++i == t.tr) {
+      i = 0;
+      ++c;
+    }
+  }
+}
+
+int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+struct NnScratch {
+  Runs runs;
+  Buffer<int> panel_run;    // first run of each panel, then the run count
+  Buffer<int64_t> colofs;   // output offset (channel 0) of each column
+};
+
+NnScratch& NnLocal() {
+  thread_local NnScratch s;
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------- NN
+
+int NnColsPerTile() { return kNnCols; }
+
+// The row count that computes M rows (padded up to whole tiles) fastest.
+int NnRowsPerTile(int M) {
+  int best = kNnRowChoices[0];
+  float best_cost = 1e30f;
+  for (int i = 0; i < 3; ++i) {
+    const float cost = float(RoundUp(M, kNnRowChoices[i])) / kNnRowSpeed[i];
+    if (cost < best_cost) {
+      best = kNnRowChoices[i];
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+size_t NnWorkFloats(const NnJob& job, int64_t cols) {
+  const int64_t panels = (cols + kNnCols - 1) / kNnCols;
+  return size_t(RoundUp(panels * job.kc * kNnCols, 16)) +
+         size_t(kNnRowChoices[0]) * kNnCols;
+}
+
+void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
+            float* work) {
+  const int MR = NnRowsPerTile(job.M);
+  const NnKernel kernel = NnKernelFor(MR);
+  const int K = job.b.rows();
+  const int64_t ncols = q1 - q0;
+  const int panels = int((ncols + kNnCols - 1) / kNnCols);
+  float* pack = work;
+  float* temp = work + RoundUp(int64_t(panels) * job.kc * kNnCols, 16);
+
+  NnScratch& sc = NnLocal();
+  BuildRuns(job.grid, q0, q1, kNnCols, &sc.runs);
+  const Run* runs = sc.runs.begin();
+  int* panel_run = sc.panel_run.Reserve(size_t(panels) + 1);
+  panel_run[panels] = sc.runs.count;
+  for (int u = sc.runs.count - 1; u >= 0; --u)
+    panel_run[runs[u].col / kNnCols] = u;
+  int64_t* colofs = sc.colofs.Reserve(size_t(ncols));
+  for (const Run& r : sc.runs)
+    for (int j = 0; j < r.len; ++j)
+      colofs[r.col + j] = r.b * job.out_img + job.obase +
+                          int64_t(r.qy) * job.osy + int64_t(r.qx + j) * job.osx;
+  // A panel is written in place when its columns are consecutive in the
+  // output; otherwise through `temp` and a scatter.
+  const bool dense = job.dense();
+  auto in_place = [&](int p) {
+    const int64_t c0 = int64_t(p) * kNnCols;
+    return dense && c0 + kNnCols <= ncols &&
+           colofs[c0 + kNnCols - 1] - colofs[c0] == kNnCols - 1;
+  };
+
+  for (int k0 = 0; k0 < K; k0 += job.kc) {
+    const int kc = std::min(job.kc, K - k0);
+    for (const Run& r : sc.runs)
+      PackRun(job.b, r, k0, kc,
+              pack + int64_t(r.col / kNnCols) * kc * kNnCols + r.col % kNnCols,
+              kNnCols);
+    if (ncols % kNnCols) {
+      const int used = int(ncols % kNnCols);
+      float* last = pack + int64_t(panels - 1) * kc * kNnCols;
+      for (int k = 0; k < kc; ++k)
+        Zero(last + int64_t(k) * kNnCols + used, kNnCols - used);
+    }
+    const bool first = k0 == 0;
+    for (int m = m0; m < m1; m += MR) {
+      const int mr = std::min(MR, m1 - m);
+      const float* a = job.a + int64_t(m) * job.lda + k0;
+      const float* bias = first && job.bias ? job.bias + m : nullptr;
+      float* out_m = job.out + int64_t(m) * job.out_ch;
+      for (int p = 0; p < panels; ++p) {
+        const float* bp = pack + int64_t(p) * kc * kNnCols;
+        const int64_t c0 = int64_t(p) * kNnCols;
+        if (job.scatter) {
+          kernel(kc, a, job.lda, mr, bp, temp, kNnCols, nullptr, false);
+          ScatterTile(*job.scatter, job.out, m, mr, temp, runs + panel_run[p],
+                      panel_run[p + 1] - panel_run[p], int(c0));
+          continue;
+        }
+        if (in_place(p)) {
+          kernel(kc, a, job.lda, mr, bp, out_m + colofs[c0], job.out_ch,
+                 bias, !first);
+          continue;
+        }
+        kernel(kc, a, job.lda, mr, bp, temp, kNnCols, bias, false);
+        const int nc = int(std::min<int64_t>(kNnCols, ncols - c0));
+        for (int i = 0; i < mr; ++i) {
+          float* o = out_m + int64_t(i) * job.out_ch;
+          const float* t = temp + i * kNnCols;
+          for (int j = 0; j < nc; ++j) {
+            float& dst = o[colofs[c0 + j]];
+            dst = first ? t[j] : dst + t[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------- NT
+
+int NtRowsPerTile() { return kNtCols; }
+
+// The reduction is packed kNtCols-wide blocks of columns at a time, and
+// swept kNtChunk columns at a time so that a tile's rows of dy stay in L1
+// while the rows of B stream from L2.
+constexpr int64_t kNtBlock = 1024;
+constexpr int kNtChunk = 512;
+
+size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows) {
+  (void)cols;
+  const int64_t mp = RoundUp(job.M, kNtRows), kp = RoundUp(rows, kNtCols);
+  return size_t(mp * kp * kVW + kp * kNtBlock);
+}
+
+namespace {
+
+// Packs reduction columns [r0, r1) of B rows [k0, k1) into pb, lp floats
+// per row, zero-padded to whole tiles.
+void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
+            float* pb) {
+  NnScratch& sc = NnLocal();
+  const int len = int(r1 - r0);
+  const int kb = k1 - k0, kbp = int(RoundUp(kb, kNtCols));
+  BuildRuns(job.grid, r0, r1, 0, &sc.runs);
+  for (const Run& r : sc.runs) PackRun(job.b, r, k0, kb, pb + r.col, lp);
+  for (int k = 0; k < kbp; ++k)
+    Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
+}
+
+}  // namespace
+
+void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
+             float* c, int64_t ldc, bool accumulate, float* work) {
+  const int M = job.M, Mp = int(RoundUp(M, kNtRows));
+  if (q1 <= q0) {
+    if (!accumulate)
+      for (int i = 0; i < M; ++i) Zero(c + int64_t(i) * ldc + k0, k1 - k0);
+    return;
+  }
+  if (q1 - q0 <= kNtBlock) {
+    // One packed block of the reduction: B is packed a slice of about
+    // 256 KB at a time, and each tile is summed in one call.
+    const int len = int(q1 - q0), lp = int(RoundUp(len, kVW));
+    float* pb = work;
+    const int slice = int(std::max<int64_t>(
+        kNtCols, (int64_t(1) << 16) / lp / kNtCols * kNtCols));
+    for (int s0 = k0; s0 < k1; s0 += slice) {
+      const int s1 = std::min(k1, s0 + slice), kb = s1 - s0;
+      PackNt(job, q0, q1, lp, s0, s1, pb);
+      for (int i = 0; i < M; i += kNtRows)
+        for (int j = 0; j < kb; j += kNtCols)
+          KernelNTSum(lp, job.d + int64_t(i) * job.ldd + q0, job.ldd,
+                      std::min(kNtRows, M - i), pb + int64_t(j) * lp, lp,
+                      c + int64_t(i) * ldc + s0 + j, ldc,
+                      std::min(kNtCols, kb - j), accumulate);
+    }
+    return;
+  }
+  // A long reduction: B rows [k0, k1) are accumulated lane-wise in `wide`
+  // over blocks of kNtBlock columns, swept kNtChunk columns at a time so
+  // that a tile's dy rows stay in L1 while the rows of B stream from L2;
+  // the lanes are summed at the end.
+  const int kb = k1 - k0, kbp = int(RoundUp(kb, kNtCols));
+  const int tiles_j = kbp / kNtCols;
+  Vec* wide = reinterpret_cast<Vec*>(work);  // [Mp / kNtRows][tiles_j][tile]
+  float* pb = work + int64_t(Mp) * kbp * kVW;
+  for (int64_t t = 0; t < int64_t(Mp) * kbp; ++t) wide[t] = Vec{};
+  for (int64_t r0 = q0; r0 < q1; r0 += kNtBlock) {
+    const int64_t r1 = std::min(q1, r0 + kNtBlock);
+    const int lp = int(RoundUp(r1 - r0, kVW));
+    PackNt(job, r0, r1, lp, k0, k1, pb);
+    for (int ch = 0; ch < lp; ch += kNtChunk) {
+      const int n = std::min(kNtChunk, lp - ch);
+      for (int i = 0; i < Mp; i += kNtRows)
+        for (int j = 0; j < tiles_j; ++j)
+          KernelNT(n, job.d + int64_t(i) * job.ldd + r0 + ch, job.ldd,
+                   std::min(kNtRows, M - i),
+                   pb + int64_t(j) * kNtCols * lp + ch, lp,
+                   wide + (int64_t(i / kNtRows) * tiles_j + j) * kNtRows *
+                              kNtCols);
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kb; ++j) {
+      const Vec* tile = wide + (int64_t(i / kNtRows) * tiles_j + j / kNtCols) *
+                                   kNtRows * kNtCols;
+      const float v = HSum(tile[(i % kNtRows) * kNtCols + j % kNtCols]);
+      float& o = c[int64_t(i) * ldc + k0 + j];
+      o = accumulate ? o + v : v;
+    }
+}
+
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
+}  // namespace singa
