@@ -547,6 +547,17 @@ static void TestPoolAll() {
     for (auto& v : x) v = std::floor(v * 1.5f);
     TestPool("pool ties", p, x, false);
   }
+  // The vector loop of 2x2 stride-2 max pooling: rows of 35 outputs (whole
+  // vectors and a tail at every width), ties, NaN and -inf.
+  {
+    PoolParams p = PP(2, 3, 6, 71, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
+    Vec x = Random(size_t(2) * 3 * 6 * 71);
+    for (auto& v : x) v = std::floor(v * 2.f);
+    x[5] = x[77] = std::numeric_limits<float>::quiet_NaN();
+    for (int i = 150; i < 160; ++i) x[i] = -INFINITY;
+    x[71 + 150] = x[71 + 151] = -INFINITY;
+    TestPool("pool 2x2 s2 vector ties", p, x, false);
+  }
   {
     PoolParams p = PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
     Vec x = Random(16), y(4);

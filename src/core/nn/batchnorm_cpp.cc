@@ -1,10 +1,5 @@
-// Batch normalisation over NCHW with per-channel statistics.
-//
-// A channel's values are n strided segments of hw contiguous floats. Each
-// segment is reduced in float with a vectorised reduction and the segment
-// results are added in double, which keeps the sums accurate for large
-// batches without giving up SIMD on the long inner loop. The elementwise
-// passes are folded into one short fused expression per element.
+// Batch normalisation: argument checks; the loops are in batchnorm_isa.cc,
+// compiled per ISA family.
 #include <cmath>
 #include <cstddef>
 #include <sstream>
@@ -13,12 +8,12 @@
 
 #include "singa/core/nn_kernels.h"
 
+#include "nn_isa.h"
+
 namespace singa {
 namespace cpu {
 
 namespace {
-
-constexpr long kParallelWork = 1L << 15;
 
 void CheckArgs(const char* fn, int n, int c, int hw, float eps) {
   if (n > 0 && c > 0 && hw > 0 && eps >= 0.f && std::isfinite(eps)) return;
@@ -29,43 +24,6 @@ void CheckArgs(const char* fn, int n, int c, int hw, float eps) {
   throw std::invalid_argument(os.str());
 }
 
-inline float SegmentSum(const float* s, int len) {
-  float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int j = 0; j < len; ++j) acc += s[j];
-  return acc;
-}
-
-inline float SegmentSquaredDev(const float* s, int len, float mean) {
-  float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int j = 0; j < len; ++j) {
-    const float d = s[j] - mean;
-    acc += d * d;
-  }
-  return acc;
-}
-
-inline float SegmentDotDev(const float* dy, const float* x, int len,
-                           float mean) {
-  float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int j = 0; j < len; ++j) acc += dy[j] * (x[j] - mean);
-  return acc;
-}
-
-// y = (x - m) * a + b over the channel's n segments. Centring first keeps
-// precision when |mean| is large compared with the spread of x.
-inline void Normalize(const float* x, float* y, int n, int c, int hw, int ch,
-                      float m, float a, float b) {
-  for (int i = 0; i < n; ++i) {
-    const size_t off = (size_t(i) * c + ch) * hw;
-    const float* s = x + off;
-    float* d = y + off;
-    for (int j = 0; j < hw; ++j) d[j] = (s[j] - m) * a + b;
-  }
-}
-
 }  // namespace
 
 void BatchNormForwardTraining(const float* x, const float* scale,
@@ -73,24 +31,8 @@ void BatchNormForwardTraining(const float* x, const float* scale,
                               float* var_out, int n, int c, int hw,
                               float eps) {
   CheckArgs("BatchNormForwardTraining", n, c, hw, eps);
-  const double count = double(n) * hw;
-  [[maybe_unused]] const long work = long(n) * c * hw;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int ch = 0; ch < c; ++ch) {
-    double sum = 0.0;
-    for (int i = 0; i < n; ++i)
-      sum += SegmentSum(x + (size_t(i) * c + ch) * hw, hw);
-    const double mean = sum / count;
-    // Second pass around the mean avoids the cancellation of E[x^2]-E[x]^2.
-    double sq = 0.0;
-    for (int i = 0; i < n; ++i)
-      sq += SegmentSquaredDev(x + (size_t(i) * c + ch) * hw, hw, float(mean));
-    const double var = sq / count;
-    const double a = double(scale[ch]) / std::sqrt(var + double(eps));
-    Normalize(x, y, n, c, hw, ch, float(mean), float(a), bias[ch]);
-    mean_out[ch] = float(mean);
-    var_out[ch] = float(var);
-  }
+  SINGA_ISA_DISPATCH(BatchNormForwardTraining(x, scale, bias, y, mean_out,
+                                              var_out, n, c, hw, eps));
 }
 
 void BatchNormForwardInference(const float* x, const float* scale,
@@ -98,13 +40,8 @@ void BatchNormForwardInference(const float* x, const float* scale,
                                const float* running_var, float* y, int n,
                                int c, int hw, float eps) {
   CheckArgs("BatchNormForwardInference", n, c, hw, eps);
-  [[maybe_unused]] const long work = long(n) * c * hw;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int ch = 0; ch < c; ++ch) {
-    const double a =
-        double(scale[ch]) / std::sqrt(double(running_var[ch]) + double(eps));
-    Normalize(x, y, n, c, hw, ch, running_mean[ch], float(a), bias[ch]);
-  }
+  SINGA_ISA_DISPATCH(BatchNormForwardInference(
+      x, scale, bias, running_mean, running_var, y, n, c, hw, eps));
 }
 
 void BatchNormBackward(const float* x, const float* dy, const float* scale,
@@ -112,34 +49,8 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
                        float* dscale, float* dbias, int n, int c, int hw,
                        float eps) {
   CheckArgs("BatchNormBackward", n, c, hw, eps);
-  const double count = double(n) * hw;
-  [[maybe_unused]] const long work = long(n) * c * hw;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (int ch = 0; ch < c; ++ch) {
-    const float mu = mean[ch];
-    double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    for (int i = 0; i < n; ++i) {
-      const size_t off = (size_t(i) * c + ch) * hw;
-      sum_dy += SegmentSum(dy + off, hw);
-      sum_dy_xmu += SegmentDotDev(dy + off, x + off, hw, mu);
-    }
-    const double invstd = 1.0 / std::sqrt(double(var[ch]) + double(eps));
-    // dx = g*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)), regrouped as
-    // k1*dy + k2*(x - mu) + k3 so the last pass is one fused expression.
-    const double k1 = double(scale[ch]) * invstd;
-    const double k2 = -k1 * invstd * invstd * sum_dy_xmu / count;
-    const double k3 = -k1 * sum_dy / count;
-    const float f1 = float(k1), f2 = float(k2), f3 = float(k3);
-    for (int i = 0; i < n; ++i) {
-      const size_t off = (size_t(i) * c + ch) * hw;
-      const float* g = dy + off;
-      const float* s = x + off;
-      float* d = dx + off;
-      for (int j = 0; j < hw; ++j) d[j] = f1 * g[j] + f2 * (s[j] - mu) + f3;
-    }
-    dbias[ch] = float(sum_dy);
-    dscale[ch] = float(sum_dy_xmu * invstd);
-  }
+  SINGA_ISA_DISPATCH(BatchNormBackward(x, dy, scale, mean, var, dx, dscale,
+                                       dbias, n, c, hw, eps));
 }
 
 }  // namespace cpu

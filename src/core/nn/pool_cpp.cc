@@ -1,9 +1,5 @@
-// 2-D max and average pooling.
-//
-// Every kernel walks one output row at a time and, for each kernel tap,
-// sweeps the whole row of outputs whose tap lands inside the input. That keeps
-// the innermost loop long (ow iterations, no bounds checks) so it vectorises,
-// instead of the short kh*kw loop that a per-output formulation would have.
+// 2-D max and average pooling: argument checks and the per-call plan; the
+// loops are in pool_isa.cc, compiled per ISA family.
 #include <algorithm>
 #include <climits>
 #include <cstddef>
@@ -16,15 +12,14 @@
 
 #include "singa/core/nn_kernels.h"
 
+#include "nn_isa.h"
+
 #include "window.h"
 
 namespace singa {
 namespace cpu {
 
 namespace {
-
-constexpr long kParallelWork = 1L << 15;
-
 
 std::string Describe(const PoolParams& p) {
   std::ostringstream os;
@@ -57,6 +52,10 @@ struct Plan {
   // Average pooling divisor of output (oy, ox) is rows[oy] * cols[ox]: the
   // window is a Cartesian product, so the counted cells factor per axis.
   std::vector<int> rows, cols;
+  PoolPlan view() const {
+    return PoolPlan{oh,        ow,        off.data(), lo.data(), hi.data(),
+                    rows.data(), cols.data()};
+  }
 };
 
 Plan MakePlan(const PoolParams& p, bool divisors) {
@@ -82,106 +81,6 @@ Plan MakePlan(const PoolParams& p, bool divisors) {
   for (int ox = 0; ox < pl.ow; ++ox)
     pl.cols[ox] = CountTaps(ox * p.sw - p.pad_l, p.kw, p.dw, xlo, xhi);
   return pl;
-}
-
-// The horizontal stride is a template parameter (0 = read it at run time)
-// because with a known stride of 1 or 2 the compiler turns the strided loads
-// of the inner loops into vector loads and shuffles.
-template <int S>
-inline int Stride(const PoolParams& p) {
-  return S > 0 ? S : p.sw;
-}
-
-template <int S, bool kArgmax>
-void MaxPoolPlane(const float* __restrict x, float* __restrict y,
-                  int32_t* __restrict arg, const PoolParams& p,
-                  const Plan& pl) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  const int s = Stride<S>(p), ow = pl.ow;
-  for (int oy = 0; oy < pl.oh; ++oy) {
-    float* yr = y + size_t(oy) * ow;
-    int32_t* ar = kArgmax ? arg + size_t(oy) * ow : nullptr;
-    for (int ox = 0; ox < ow; ++ox) yr[ox] = ninf;
-    if (kArgmax)
-      for (int ox = 0; ox < ow; ++ox) ar[ox] = -1;
-    for (int ki = 0; ki < p.kh; ++ki) {
-      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
-      if (iy < 0 || iy >= p.h) continue;
-      for (int kj = 0; kj < p.kw; ++kj) {
-        const int base = iy * p.w + pl.off[kj];
-        const float* src = x + base;
-        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) {
-          const float v = src[ox * s];
-          // Strict '>' keeps the first maximum in scan order; v != v lets NaN
-          // win so it propagates, matching PyTorch.
-          const bool take = v > yr[ox] || v != v;
-          yr[ox] = take ? v : yr[ox];
-          if (kArgmax) ar[ox] = take ? base + ox * s : ar[ox];
-        }
-      }
-    }
-  }
-}
-
-template <int S>
-void AvgPoolPlane(const float* __restrict x, float* __restrict y,
-                  const PoolParams& p, const Plan& pl) {
-  const int s = Stride<S>(p), ow = pl.ow;
-  for (int oy = 0; oy < pl.oh; ++oy) {
-    float* yr = y + size_t(oy) * ow;
-    for (int ox = 0; ox < ow; ++ox) yr[ox] = 0.f;
-    for (int ki = 0; ki < p.kh; ++ki) {
-      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
-      if (iy < 0 || iy >= p.h) continue;
-      for (int kj = 0; kj < p.kw; ++kj) {
-        const float* src = x + size_t(iy) * p.w + pl.off[kj];
-        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) yr[ox] += src[ox * s];
-      }
-    }
-    const int ry = pl.rows[oy];
-    for (int ox = 0; ox < ow; ++ox) {
-      const int d = ry * pl.cols[ox];
-      // A window with nothing to count (only possible when it lies wholly in
-      // padding with count_include_pad off) averages to zero.
-      yr[ox] = d > 0 ? yr[ox] / float(d) : 0.f;
-    }
-  }
-}
-
-template <int S>
-void AvgPoolPlaneBackward(const float* __restrict dy, float* __restrict dx,
-                          const PoolParams& p, const Plan& pl,
-                          float* __restrict g) {
-  const int s = Stride<S>(p), ow = pl.ow;
-  std::fill(dx, dx + size_t(p.h) * p.w, 0.f);
-  for (int oy = 0; oy < pl.oh; ++oy) {
-    const float* dr = dy + size_t(oy) * ow;
-    const int ry = pl.rows[oy];
-    for (int ox = 0; ox < ow; ++ox) {
-      const int d = ry * pl.cols[ox];
-      g[ox] = d > 0 ? dr[ox] / float(d) : 0.f;
-    }
-    for (int ki = 0; ki < p.kh; ++ki) {
-      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
-      if (iy < 0 || iy >= p.h) continue;
-      for (int kj = 0; kj < p.kw; ++kj) {
-        float* dst = dx + size_t(iy) * p.w + pl.off[kj];
-        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) dst[ox * s] += g[ox];
-      }
-    }
-  }
-}
-
-// Calls f(std::integral_constant<int, S>) with S = sw for the strides worth
-// specialising, S = 0 otherwise.
-template <typename F>
-void DispatchStride(int sw, F f) {
-  if (sw == 1)
-    f(std::integral_constant<int, 1>());
-  else if (sw == 2)
-    f(std::integral_constant<int, 2>());
-  else
-    f(std::integral_constant<int, 0>());
 }
 
 }  // namespace
@@ -215,22 +114,7 @@ void MaxPool2dForward(const float* x, float* y, int32_t* argmax,
                       const PoolParams& p) {
   p.Validate();
   const Plan pl = MakePlan(p, false);
-  const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w;
-  const size_t out_plane = size_t(pl.oh) * pl.ow;
-  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
-  DispatchStride(p.sw, [&](auto stride) {
-    constexpr int S = decltype(stride)::value;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-    for (long q = 0; q < planes; ++q) {
-      if (argmax)
-        MaxPoolPlane<S, true>(x + q * in_plane, y + q * out_plane,
-                              argmax + q * out_plane, p, pl);
-      else
-        MaxPoolPlane<S, false>(x + q * in_plane, y + q * out_plane, nullptr,
-                               p, pl);
-    }
-  });
+  SINGA_ISA_DISPATCH(MaxPoolForward(x, y, argmax, p, pl.view()));
 }
 
 void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
@@ -239,55 +123,20 @@ void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
   if (!argmax)
     throw std::invalid_argument(
         Describe(p) + ": MaxPool2dBackward needs the argmax of the forward");
-  const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w;
-  const size_t out_plane = size_t(p.oh()) * p.ow();
-  [[maybe_unused]] const long work = planes * long(in_plane + out_plane);
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (long q = 0; q < planes; ++q) {
-    float* d = dx + q * in_plane;
-    const float* g = dy + q * out_plane;
-    const int32_t* a = argmax + q * out_plane;
-    std::fill(d, d + in_plane, 0.f);
-    for (size_t j = 0; j < out_plane; ++j)
-      if (a[j] >= 0) d[a[j]] += g[j];
-  }
+  const Plan pl = MakePlan(p, false);
+  SINGA_ISA_DISPATCH(MaxPoolBackward(dy, argmax, dx, p, pl.view()));
 }
 
 void AvgPool2dForward(const float* x, float* y, const PoolParams& p) {
   p.Validate();
   const Plan pl = MakePlan(p, true);
-  const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w;
-  const size_t out_plane = size_t(pl.oh) * pl.ow;
-  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
-  DispatchStride(p.sw, [&](auto stride) {
-    constexpr int S = decltype(stride)::value;
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-    for (long q = 0; q < planes; ++q)
-      AvgPoolPlane<S>(x + q * in_plane, y + q * out_plane, p, pl);
-  });
+  SINGA_ISA_DISPATCH(AvgPoolForward(x, y, p, pl.view()));
 }
 
 void AvgPool2dBackward(const float* dy, float* dx, const PoolParams& p) {
   p.Validate();
   const Plan pl = MakePlan(p, true);
-  const long planes = long(p.n) * p.c;
-  const size_t in_plane = size_t(p.h) * p.w;
-  const size_t out_plane = size_t(pl.oh) * pl.ow;
-  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
-  DispatchStride(p.sw, [&](auto stride) {
-    constexpr int S = decltype(stride)::value;
-#pragma omp parallel if (work > kParallelWork)
-    {
-      // Per-row scaled gradients, one scratch row per thread.
-      std::vector<float> g(pl.ow);
-#pragma omp for schedule(static)
-      for (long q = 0; q < planes; ++q)
-        AvgPoolPlaneBackward<S>(dy + q * out_plane, dx + q * in_plane, p, pl,
-                                g.data());
-    }
-  });
+  SINGA_ISA_DISPATCH(AvgPoolBackward(dy, dx, p, pl.view()));
 }
 
 }  // namespace cpu

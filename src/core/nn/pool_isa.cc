@@ -1,0 +1,307 @@
+// Pooling loops for one ISA family (compiled per family, see cpu_isa.h).
+//
+// Every kernel walks one output row at a time and, for each kernel tap,
+// sweeps the whole row of outputs whose tap lands inside the input. That keeps
+// the innermost loop long (ow iterations, no bounds checks) so it vectorises,
+// instead of the short kh*kw loop that a per-output formulation would have.
+// The 2x2 stride-2 max pool of most CNNs has its own vector loop.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "nn_isa.h"
+
+#ifndef SINGA_ISA_NS
+#error "pool_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
+#endif
+
+namespace singa {
+namespace cpu {
+namespace SINGA_ISA_NS {
+
+namespace {
+
+constexpr long kParallelWork = 1L << 15;
+
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kVW = 16;
+#elif SINGA_ISA_LEVEL == 1
+constexpr int kVW = 8;
+#else
+constexpr int kVW = 4;
+#endif
+typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
+typedef int32_t IVec __attribute__((vector_size(kVW * sizeof(int32_t))));
+
+inline Vec Load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2 * kVW floats at p.
+inline void Deinterleave(const float* p, Vec* even, Vec* odd) {
+  IVec ev, od;
+  for (int l = 0; l < kVW; ++l) {
+    ev[l] = 2 * l;
+    od[l] = 2 * l + 1;
+  }
+  const Vec a = Load(p), b = Load(p + kVW);
+  *even = __builtin_shuffle(a, b, ev);
+  *odd = __builtin_shuffle(a, b, od);
+}
+
+// One output row of a 2x2, stride-2, unpadded, undilated max pool, kVW
+// outputs at a time; returns how many outputs it did (the caller finishes
+// the rest). Taps are taken in the generic loop's order with its rule, so
+// results and argmax agree exactly.
+template <bool kArgmax>
+int MaxPool2x2Row(const float* __restrict r0, int w, int iy, int ow,
+                  float* __restrict yr, int32_t* __restrict ar) {
+  const float* r1 = r0 + w;
+  IVec lane;
+  for (int l = 0; l < kVW; ++l) lane[l] = 2 * l;
+  int ox = 0;
+  for (; ox + kVW <= ow; ox += kVW) {
+    Vec v[4];
+    Deinterleave(r0 + 2 * ox, &v[0], &v[1]);
+    Deinterleave(r1 + 2 * ox, &v[2], &v[3]);
+    const int32_t base = iy * w + 2 * ox;
+    const int32_t tap[4] = {0, 1, w, w + 1};
+    Vec best = Vec{} - std::numeric_limits<float>::infinity();
+    IVec arg = IVec{} - 1;
+    for (int t = 0; t < 4; ++t) {
+      const IVec take = (v[t] > best) | (v[t] != v[t]);
+      best = take ? v[t] : best;
+      if (kArgmax) arg = take ? lane + (base + tap[t]) : arg;
+    }
+    std::memcpy(yr + ox, &best, sizeof best);
+    if (kArgmax) std::memcpy(ar + ox, &arg, sizeof arg);
+  }
+  return ox;
+}
+
+// The horizontal stride is a template parameter (0 = read it at run time)
+// because with a known stride of 1 or 2 the compiler turns the strided loads
+// of the inner loops into vector loads and shuffles.
+template <int S>
+inline int Stride(const PoolParams& p) {
+  return S > 0 ? S : p.sw;
+}
+
+template <bool kArgmax>
+void MaxPool2x2Plane(const float* __restrict x, float* __restrict y,
+                     int32_t* __restrict arg, const PoolParams& p, int oh,
+                     int ow) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int oy = 0; oy < oh; ++oy) {
+    const float* r0 = x + size_t(2 * oy) * p.w;
+    float* yr = y + size_t(oy) * ow;
+    int32_t* ar = kArgmax ? arg + size_t(oy) * ow : nullptr;
+    int ox = MaxPool2x2Row<kArgmax>(r0, p.w, 2 * oy, ow, yr, ar);
+    const int tap[4] = {0, 1, p.w, p.w + 1};
+    for (; ox < ow; ++ox) {
+      float best = ninf;
+      int32_t at = -1;
+      for (int t = 0; t < 4; ++t) {
+        const float v = r0[2 * ox + tap[t]];
+        if (v > best || v != v) {
+          best = v;
+          at = 2 * oy * p.w + 2 * ox + tap[t];
+        }
+      }
+      yr[ox] = best;
+      if (kArgmax) ar[ox] = at;
+    }
+  }
+}
+
+template <int S, bool kArgmax>
+void MaxPoolPlane(const float* __restrict x, float* __restrict y,
+                  int32_t* __restrict arg, const PoolParams& p,
+                  const PoolPlan& pl) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int s = Stride<S>(p), ow = pl.ow;
+  for (int oy = 0; oy < pl.oh; ++oy) {
+    float* yr = y + size_t(oy) * ow;
+    int32_t* ar = kArgmax ? arg + size_t(oy) * ow : nullptr;
+    for (int ox = 0; ox < ow; ++ox) yr[ox] = ninf;
+    if (kArgmax)
+      for (int ox = 0; ox < ow; ++ox) ar[ox] = -1;
+    for (int ki = 0; ki < p.kh; ++ki) {
+      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int kj = 0; kj < p.kw; ++kj) {
+        const int base = iy * p.w + pl.off[kj];
+        const float* src = x + base;
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) {
+          const float v = src[ox * s];
+          // Strict '>' keeps the first maximum in scan order; v != v lets NaN
+          // win so it propagates, matching PyTorch.
+          const bool take = v > yr[ox] || v != v;
+          yr[ox] = take ? v : yr[ox];
+          if (kArgmax) ar[ox] = take ? base + ox * s : ar[ox];
+        }
+      }
+    }
+  }
+}
+
+template <int S>
+void AvgPoolPlane(const float* __restrict x, float* __restrict y,
+                  const PoolParams& p, const PoolPlan& pl) {
+  const int s = Stride<S>(p), ow = pl.ow;
+  for (int oy = 0; oy < pl.oh; ++oy) {
+    float* yr = y + size_t(oy) * ow;
+    for (int ox = 0; ox < ow; ++ox) yr[ox] = 0.f;
+    for (int ki = 0; ki < p.kh; ++ki) {
+      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int kj = 0; kj < p.kw; ++kj) {
+        const float* src = x + size_t(iy) * p.w + pl.off[kj];
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) yr[ox] += src[ox * s];
+      }
+    }
+    const int ry = pl.rows[oy];
+    for (int ox = 0; ox < ow; ++ox) {
+      const int d = ry * pl.cols[ox];
+      // A window with nothing to count (only possible when it lies wholly in
+      // padding with count_include_pad off) averages to zero.
+      yr[ox] = d > 0 ? yr[ox] / float(d) : 0.f;
+    }
+  }
+}
+
+template <int S>
+void AvgPoolPlaneBackward(const float* __restrict dy, float* __restrict dx,
+                          const PoolParams& p, const PoolPlan& pl,
+                          float* __restrict g) {
+  const int s = Stride<S>(p), ow = pl.ow;
+  std::fill(dx, dx + size_t(p.h) * p.w, 0.f);
+  for (int oy = 0; oy < pl.oh; ++oy) {
+    const float* dr = dy + size_t(oy) * ow;
+    const int ry = pl.rows[oy];
+    for (int ox = 0; ox < ow; ++ox) {
+      const int d = ry * pl.cols[ox];
+      g[ox] = d > 0 ? dr[ox] / float(d) : 0.f;
+    }
+    for (int ki = 0; ki < p.kh; ++ki) {
+      const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int kj = 0; kj < p.kw; ++kj) {
+        float* dst = dx + size_t(iy) * p.w + pl.off[kj];
+        for (int ox = pl.lo[kj]; ox < pl.hi[kj]; ++ox) dst[ox * s] += g[ox];
+      }
+    }
+  }
+}
+
+
+// Calls f(std::integral_constant<int, S>) with S = sw for the strides worth
+// specialising, S = 0 otherwise.
+template <typename F>
+void DispatchStride(int sw, F f) {
+  if (sw == 1)
+    f(std::integral_constant<int, 1>());
+  else if (sw == 2)
+    f(std::integral_constant<int, 2>());
+  else
+    f(std::integral_constant<int, 0>());
+}
+
+}  // namespace
+
+void MaxPoolForward(const float* x, float* y, int32_t* argmax,
+                    const PoolParams& p, const PoolPlan& pl) {
+  const long planes = long(p.n) * p.c;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  const bool two = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 &&
+                   p.dh == 1 && p.dw == 1 && p.pad_t == 0 && p.pad_l == 0 &&
+                   2 * pl.oh <= p.h && 2 * pl.ow <= p.w;
+  if (two) {
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+    for (long q = 0; q < planes; ++q) {
+      if (argmax)
+        MaxPool2x2Plane<true>(x + q * in_plane, y + q * out_plane,
+                              argmax + q * out_plane, p, pl.oh, pl.ow);
+      else
+        MaxPool2x2Plane<false>(x + q * in_plane, y + q * out_plane, nullptr,
+                               p, pl.oh, pl.ow);
+    }
+    return;
+  }
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+    for (long q = 0; q < planes; ++q) {
+      if (argmax)
+        MaxPoolPlane<S, true>(x + q * in_plane, y + q * out_plane,
+                              argmax + q * out_plane, p, pl);
+      else
+        MaxPoolPlane<S, false>(x + q * in_plane, y + q * out_plane, nullptr,
+                               p, pl);
+    }
+  });
+}
+
+void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
+                     const PoolParams& p, const PoolPlan& pl) {
+  const long planes = long(p.n) * p.c;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(in_plane + out_plane);
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+  for (long q = 0; q < planes; ++q) {
+    float* d = dx + q * in_plane;
+    const float* g = dy + q * out_plane;
+    const int32_t* a = argmax + q * out_plane;
+    std::fill(d, d + in_plane, 0.f);
+    for (size_t j = 0; j < out_plane; ++j)
+      if (a[j] >= 0) d[a[j]] += g[j];
+  }
+}
+
+void AvgPoolForward(const float* x, float* y, const PoolParams& p,
+                    const PoolPlan& pl) {
+  const long planes = long(p.n) * p.c;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+    for (long q = 0; q < planes; ++q)
+      AvgPoolPlane<S>(x + q * in_plane, y + q * out_plane, p, pl);
+  });
+}
+
+void AvgPoolBackward(const float* dy, float* dx, const PoolParams& p,
+                     const PoolPlan& pl) {
+  const long planes = long(p.n) * p.c;
+  const size_t in_plane = size_t(p.h) * p.w;
+  const size_t out_plane = size_t(pl.oh) * pl.ow;
+  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
+  DispatchStride(p.sw, [&](auto stride) {
+    constexpr int S = decltype(stride)::value;
+#pragma omp parallel if (work > kParallelWork)
+    {
+      // Per-row scaled gradients, one scratch row per thread (ow floats on
+      // the stack for rows up to 4096 wide, else the heap).
+      float small[4096];
+      float* g = pl.ow <= 4096 ? small : new float[size_t(pl.ow)];
+#pragma omp for schedule(static)
+      for (long q = 0; q < planes; ++q)
+        AvgPoolPlaneBackward<S>(dy + q * out_plane, dx + q * in_plane, p, pl,
+                                g);
+      if (g != small) delete[] g;
+    }
+  });
+}
+
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
+}  // namespace singa
