@@ -31,6 +31,14 @@ const char* IsaName(Isa isa);
 Isa ParseIsa(const std::string& name);
 
 }  // namespace cpu
+
+// For Python (api/core_cpu.i): the active family's name, switching family
+// (ValueError when unavailable), and the multiply-add rate in GFLOP/s that
+// `threads` threads reach at the active family's vector width, measured for
+// about `seconds`.
+std::string CpuIsa();
+void SetCpuIsa(const std::string& name);
+double CpuFmaPeak(int threads, double seconds);
 }  // namespace singa
 
 // Calls `call` (a function call expression without its namespace) in the

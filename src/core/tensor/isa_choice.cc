@@ -1,9 +1,16 @@
 // Picks the ISA of the CPU kernels once, from cpuid (see cpu_isa.h).
 #include "singa/core/cpu_isa.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace singa {
 namespace cpu {
@@ -113,5 +120,37 @@ Isa ParseIsa(const std::string& name) {
                               "' (expected baseline, avx2 or avx512)");
 }
 
+SINGA_ISA_DECLARE(int FmaProbeFlops(); float FmaProbe(int64_t iters);)
+
+namespace {
+int ProbeFlops() { SINGA_ISA_DISPATCH(FmaProbeFlops()); }
+float Probe(int64_t iters) { SINGA_ISA_DISPATCH(FmaProbe(iters)); }
+}  // namespace
+
 }  // namespace cpu
+
+std::string CpuIsa() { return cpu::IsaName(cpu::ActiveIsa()); }
+
+void SetCpuIsa(const std::string& name) { cpu::UseIsa(cpu::ParseIsa(name)); }
+
+double CpuFmaPeak(int threads, double seconds) {
+  if (threads < 1 || !(seconds > 0))
+    throw std::invalid_argument("CpuFmaPeak: needs threads >= 1 and seconds > 0");
+  using Clock = std::chrono::steady_clock;
+  volatile float sink = 0.f;
+  auto run = [&](int64_t iters) {
+    float s = 0.f;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+    s += cpu::Probe(iters);
+    sink = s;
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  int64_t iters = 1 << 16;
+  while (run(iters) < seconds / 20) iters *= 2;
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) best = std::min(best, run(iters));
+  return double(threads) * double(iters) * cpu::ProbeFlops() / best * 1e-9;
+}
+
 }  // namespace singa
