@@ -408,26 +408,30 @@ void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
   const ForwardTaps taps = MakeForwardTaps(p);
   const int K = p.c / p.groups * p.kh * p.kw;
   const int64_t R = int64_t(p.n) * P;
-  // dy channel by channel ([oc][n * P], rows padded with zeros to a multiple
-  // of 16), so the kernels read its rows in place.
-  const int64_t ldd = CeilDiv(R, 16) * 16;
-  float* d = ThreadWork(size_t(p.oc) * ldd, 1);
-#pragma omp parallel for schedule(static) if (p.oc * ldd > kParallelMacs)
-  for (int m = 0; m < p.oc; ++m) {
-    float* row = d + m * ldd;
-    for (int b = 0; b < p.n; ++b)
-      std::copy(dy + (int64_t(b) * p.oc + m) * P,
-                dy + (int64_t(b) * p.oc + m + 1) * P, row + b * P);
-    std::fill(row + R, row + ldd, 0.f);
-  }
+  // The kernels read dy's rows in place when its planes are whole vectors
+  // and long enough to sweep; otherwise from a copy laid out channel by
+  // channel ([oc][n * P], rows padded with zeros to a multiple of 16).
   std::vector<NtJob> jobs;
-  for (int g = 0; g < p.groups; ++g)
-    jobs.push_back(NtJob{InputRows(x, p, taps, g), Grid{p.n, oh, ow}, mg,
-                         d + int64_t(g) * mg * ldd, ldd});
+  if (P % 16 == 0 && P >= 256 && R > 1024) {
+    for (int g = 0; g < p.groups; ++g)
+      jobs.push_back(NtJob{InputRows(x, p, taps, g), Grid{p.n, oh, ow}, mg,
+                           dy + int64_t(g) * mg * P, P, p.oc * P, P});
+  } else {
+    const int64_t ldd = CeilDiv(R, 16) * 16;
+    float* d = ThreadWork(size_t(p.oc) * ldd, 1);
+#pragma omp parallel for schedule(static) if (p.oc * ldd > kParallelMacs)
+    for (int m = 0; m < p.oc; ++m) {
+      float* row = d + m * ldd;
+      for (int b = 0; b < p.n; ++b)
+        std::copy(dy + (int64_t(b) * p.oc + m) * P,
+                  dy + (int64_t(b) * p.oc + m + 1) * P, row + b * P);
+      std::fill(row + R, row + ldd, 0.f);
+    }
+    for (int g = 0; g < p.groups; ++g)
+      jobs.push_back(NtJob{InputRows(x, p, taps, g), Grid{p.n, oh, ow}, mg,
+                           d + int64_t(g) * mg * ldd, ldd, 0, ldd});
+  }
 
-  // Columns of dw per block: the block's rows of B (packed 1024 reduction
-  // columns at a time) stay within 512 KB, and its lane-wise accumulators
-  // (conv_isa.cc) within 1 MB.
   // A reduction that fits one packed block (1024 columns) needs no lane-wise
   // accumulators: its column blocks can be as wide as the threads allow.
   const int nt = NtRows();

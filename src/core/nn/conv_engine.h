@@ -74,15 +74,17 @@ struct NnJob {
   bool dense() const { return osx == 1 && osy == grid.gw; }
 };
 
-// c[m * ldc + k] (+)= sum_q D[m][q] * B[k][q] with D[m][q] = d[m * ldd + q],
-// the output gradient laid out channel by channel; ldd is a multiple of 16
-// and D is zero from q = grid.pixels() up to ldd.
+// c[m * ldc + k] (+)= sum_q D[m][q] * B[k][q] over the grid's pixels q.
+// D[m][q] = d[(q / dplane) * d_img + m * ldd + q % dplane]: either the output
+// gradient itself (dplane = its plane, a multiple of 16) or a copy laid out
+// channel by channel (dplane = ldd, a multiple of 16, zero past the last
+// pixel). NtBlock never reads past a multiple of 16 within one dplane.
 struct NtJob {
   TapRows b;
   Grid grid;
   int M;
   const float* d;
-  int64_t ldd;
+  int64_t ldd, d_img, dplane;
 };
 
 // What conv_isa.cc provides in each ISA namespace.

@@ -10,6 +10,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "conv_engine.h"
 
 #ifndef SINGA_ISA_NS
@@ -31,6 +35,7 @@ constexpr int kVW = 4;
 #endif
 
 typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
+typedef int32_t IVec __attribute__((vector_size(kVW * sizeof(int32_t))));
 
 inline Vec Load(const float* p) {
   Vec v;
@@ -39,6 +44,46 @@ inline Vec Load(const float* p) {
 }
 inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 inline Vec Splat(float x) { return Vec{} + x; }
+// Lanes [lo, hi) of the vector at p, zero elsewhere; lanes outside [lo, hi)
+// are not read, so p + lane may lie outside the buffer there (the zero
+// padding of a window). StorePart writes lanes [0, n) only.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+inline __mmask16 LaneMask(int lo, int hi) {
+  lo = std::clamp(lo, 0, 16);
+  hi = std::clamp(hi, 0, 16);
+  const unsigned below_hi = hi == 16 ? 0xffffu : (1u << hi) - 1u;
+  const unsigned below_lo = lo == 16 ? 0xffffu : (1u << lo) - 1u;
+  return __mmask16(below_hi & ~below_lo);
+}
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  return Vec(_mm512_maskz_loadu_ps(LaneMask(lo, hi), p));
+}
+inline void StorePart(float* p, Vec v, int n) {
+  _mm512_mask_storeu_ps(p, LaneMask(0, n), __m512(v));
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+inline __m256i LaneMask(int lo, int hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane));
+}
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  return Vec(_mm256_maskload_ps(p, LaneMask(lo, hi)));
+}
+inline void StorePart(float* p, Vec v, int n) {
+  _mm256_maskstore_ps(p, LaneMask(0, n), __m256(v));
+}
+#else
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  Vec v{};
+  for (int l = std::max(lo, 0); l < std::min(hi, kVW); ++l) v[l] = p[l];
+  return v;
+}
+inline void StorePart(float* p, Vec v, int n) {
+  for (int l = 0; l < std::min(n, kVW); ++l) p[l] = v[l];
+}
+#endif
+
 inline float HSum(Vec v) {
   float s = 0.f;
   for (int l = 0; l < kVW; ++l) s += v[l];
@@ -167,16 +212,53 @@ void KernelNTSum(int len, const float* __restrict a, int64_t lda, int mr,
 
 // ---------------------------------------------------------------- packing
 
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+
+// Short runs are the rule here (a feature-map row is often 4-32 floats), so
+// tails are done with one more vector overlapping the last full one rather
+// than a scalar loop.
 void Zero(float* d, int n) {
-  int i = 0;
-  for (; i + kVW <= n; i += kVW) Store(d + i, Vec{});
-  for (; i < n; ++i) d[i] = 0.f;
+  if (n >= kVW) {
+    for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Vec{});
+    Store(d + n - kVW, Vec{});
+  } else if (kVW > 4 && n >= 4) {
+    const Vec4 z{};
+    for (int i = 0; i + 4 <= n; i += 4) std::memcpy(d + i, &z, sizeof z);
+    std::memcpy(d + n - 4, &z, sizeof z);
+  } else {
+    for (int i = 0; i < n; ++i) d[i] = 0.f;
+  }
 }
 
+// d[0:n] = s[0:n]; d and s must not overlap.
 void Copy(float* __restrict d, const float* __restrict s, int n) {
-  int i = 0;
-  for (; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
-  for (; i < n; ++i) d[i] = s[i];
+  if (n >= kVW) {
+    for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
+    Store(d + n - kVW, Load(s + n - kVW));
+  } else if (kVW > 4 && n >= 4) {
+    Vec4 a;
+    for (int i = 0; i + 4 <= n; i += 4) {
+      std::memcpy(&a, s + i, sizeof a);
+      std::memcpy(d + i, &a, sizeof a);
+    }
+    std::memcpy(&a, s + n - 4, sizeof a);
+    std::memcpy(d + n - 4, &a, sizeof a);
+  } else {
+    for (int i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
+// d[j] = s[2 * j] for j < n; reads s[0 : 2 * n - 1] and, for whole vectors,
+// one float past it, so the caller keeps s[2 * n - 1] readable.
+void CopyEven(float* __restrict d, const float* __restrict s, int n) {
+  IVec even;
+  for (int l = 0; l < kVW; ++l) even[l] = 2 * l;
+  int j = 0;
+  for (; j + kVW <= n; j += kVW) {
+    const Vec v = __builtin_shuffle(Load(s + 2 * j), Load(s + 2 * j + kVW), even);
+    Store(d + j, v);
+  }
+  for (; j < n; ++j) d[j] = s[2 * j];
 }
 
 // A grow-only array. Standard containers of int would be instantiated here
@@ -252,29 +334,50 @@ inline void FillRow(float* __restrict dst, const float* __restrict src, int x0,
       }
       return Copy(dst, src + x0, len);
     }
-    const int lo = std::min(len, std::max(0, -x0));
-    const int hi = std::max(lo, std::min(len, sw - x0));
-    Zero(dst, lo);
-    Copy(dst + lo, src + x0 + lo, hi - lo);
-    Zero(dst + hi, len - hi);
+    // Part of the run is padding: vectors with the outside lanes masked off.
+    const int lo = std::max(0, -x0), hi = std::min(len, sw - x0);
+    for (int j = 0; j < len; j += kVW) {
+      const Vec v = LoadPart(src + x0 + j, lo - j, hi - j);
+      if (j + kVW <= len)
+        Store(dst + j, v);
+      else
+        StorePart(dst + j, v, len - j);
+    }
     return;
   }
-  for (int j = 0; j < len; ++j) {
-    const int x = x0 + j * ssx;
-    dst[j] = x >= 0 && x < sw ? src[x] : 0.f;
+  // x0 + j * ssx in [0, sw) for j in [lo, hi).
+  const int lo = x0 >= 0 ? 0 : std::min(len, (-x0 + ssx - 1) / ssx);
+  const int hi = x0 >= sw ? lo
+                          : std::max(lo, std::min(len, (sw - 1 - x0) / ssx + 1));
+  for (int j = 0; j < lo; ++j) dst[j] = 0.f;
+  if (ssx == 2 && hi > lo) {
+    // CopyEven reads one float past the last taken, so leave the final
+    // element to the scalar loop when it ends the row.
+    const int last = x0 + 2 * (hi - 1) + 1 < sw ? hi : hi - 1;
+    CopyEven(dst + lo, src + x0 + 2 * lo, last - lo);
+    if (last < hi) dst[hi - 1] = src[x0 + 2 * (hi - 1)];
+  } else {
+    for (int j = lo; j < hi; ++j) dst[j] = src[x0 + j * ssx];
   }
+  for (int j = hi; j < len; ++j) dst[j] = 0.f;
 }
 
 // dst[x0 + j * ssx] += src[j] for j < len where x0 + j * ssx is in [0, sw).
 inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
                    int ssx, int len, int sw) {
   if (ssx == 1) {
-    const int lo = std::min(len, std::max(0, -x0));
-    const int hi = std::max(lo, std::min(len, sw - x0));
+    const int lo = std::max(0, -x0), hi = std::min(len, sw - x0);
     float* d = dst + x0;
-    int j = lo;
-    for (; j + kVW <= hi; j += kVW) Store(d + j, Load(d + j) + Load(src + j));
-    for (; j < hi; ++j) d[j] += src[j];
+    for (int j = 0; j < len; j += kVW) {
+      if (j >= lo && j + kVW <= hi) {
+        Store(d + j, Load(d + j) + Load(src + j));
+      } else if (j < hi && j + kVW > lo) {
+        // The chunk's lanes inside the row, [a, e), shifted to lane 0.
+        const int a = std::max(lo, j), e = std::min(hi, j + kVW);
+        const Vec v = LoadPart(d + a, 0, e - a) + LoadPart(src + a, 0, e - a);
+        StorePart(d + a, v, e - a);
+      }
+    }
     return;
   }
   for (int j = 0; j < len; ++j) {
@@ -283,40 +386,17 @@ inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
   }
 }
 
-// Adds rows [m0, m0 + mr) of a micro-tile (`tile`, kNnCols floats per row)
-// into the output through the taps of s, for the runs `runs` of the tile's
-// columns (starting at tile column `col0`).
-void ScatterTile(const TapRows& s, float* out, int m0, int mr,
-                 const float* tile, const Run* runs, int nruns, int col0) {
-  const int taps = s.tr * s.tc;
-  for (int u = 0; u < nruns; ++u) {
-    const Run& r = runs[u];
-    float* img = out + r.b * s.img_stride;
-    const int ybase = r.qy * s.ssy, xbase = r.qx * s.ssx;
-    int c = m0 / taps, i = (m0 % taps) / s.tc, j = m0 % s.tc;
-    for (int row = 0; row < mr; ++row) {
-      const int y = ybase + s.offy[i];
-      if (y >= 0 && y < s.sh)
-        AddRow(img + c * s.cstride + int64_t(y) * s.sw,
-               tile + row * kNnCols + (r.col - col0), xbase + s.offx[j],
-               s.ssx, r.len, s.sw);
-      if (++j == s.tc) {
-        j = 0;
-        if (++i == s.tr) {
-          i = 0;
-          ++c;
-        }
-      }
-    }
-  }
-}
+// Row k = (c * tr + i) * tc + j of t as its (c, i, j), so that walking rows
+// needs no division.
+struct TapCursor {
+  int c, i, j;
+  TapCursor(const TapRows& t, int k)
+      : c(k / (t.tr * t.tc)), i(k / t.tc % t.tr), j(k % t.tc) {}
+};
 
-// Rows [k0, k0 + kc) of t over the run's pixels: row k0 + k goes to
-// dst + k * dstride, len floats.
-void PackRun(const TapRows& t, const Run& r, int k0, int kc, float* dst,
-             int64_t dstride) {
-  const int taps = t.tr * t.tc;
-  int c = k0 / taps, i = (k0 % taps) / t.tc, j = k0 % t.tc;
+void PackRun(const TapRows& t, const Run& r, TapCursor at, int kc,
+             float* dst, int64_t dstride) {
+  int c = at.c, i = at.i, j = at.j;
   const float* img = t.src + r.b * t.img_stride;
   const int ybase = r.qy * t.ssy, xbase = r.qx * t.ssx;
   for (int k = 0; k < kc;) {
@@ -344,6 +424,12 @@ void PackRun(const TapRows& t, const Run& r, int k0, int kc, float* dst,
         } else {
           for (int u = 0; u < n; ++u) Copy(d + u * dstride, s0 + ox[u], r.len);
         }
+      } else if (t.ssx == 2 && xbase + lo >= 0 &&
+                 xbase + hi + 2 * r.len <= t.sw) {
+        // Stride 2 inside the image (CopyEven reads one float past the
+        // last it takes, still inside the row).
+        const float* s0 = row + xbase;
+        for (int u = 0; u < n; ++u) CopyEven(d + u * dstride, s0 + ox[u], r.len);
       } else {
         for (int u = 0; u < n; ++u)
           FillRow(d + u * dstride, row, xbase + ox[u], t.ssx, r.len, t.sw);
@@ -354,6 +440,39 @@ void PackRun(const TapRows& t, const Run& r, int k0, int kc, float* dst,
     if (++i == t.tr) {
       i = 0;
       ++c;
+    }
+  }
+}
+
+// Adds rows [m0, m0 + mr) of a micro-tile (`tile`, kNnCols floats per row)
+// into the output through the taps of s, for the runs `runs` of the tile's
+// columns (starting at tile column `col0`).
+void ScatterTile(const TapRows& s, float* out, TapCursor at, int mr,
+                 const float* tile, const Run* runs, int nruns, int col0) {
+  int64_t coff[kNnRowChoices[0]];
+  int oy[kNnRowChoices[0]], ox[kNnRowChoices[0]];
+  for (int row = 0; row < mr; ++row) {
+    coff[row] = at.c * s.cstride;
+    oy[row] = s.offy[at.i];
+    ox[row] = s.offx[at.j];
+    if (++at.j == s.tc) {
+      at.j = 0;
+      if (++at.i == s.tr) {
+        at.i = 0;
+        ++at.c;
+      }
+    }
+  }
+  for (int u = 0; u < nruns; ++u) {
+    const Run& r = runs[u];
+    float* img = out + r.b * s.img_stride;
+    const int ybase = r.qy * s.ssy, xbase = r.qx * s.ssx;
+    for (int row = 0; row < mr; ++row) {
+      const int y = ybase + oy[row];
+      if (y >= 0 && y < s.sh)
+        AddRow(img + coff[row] + int64_t(y) * s.sw,
+               tile + row * kNnCols + (r.col - col0), xbase + ox[row], s.ssx,
+               r.len, s.sw);
     }
   }
 }
@@ -430,8 +549,9 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
 
   for (int k0 = 0; k0 < K; k0 += job.kc) {
     const int kc = std::min(job.kc, K - k0);
+    const TapCursor at(job.b, k0);
     for (const Run& r : sc.runs)
-      PackRun(job.b, r, k0, kc,
+      PackRun(job.b, r, at, kc,
               pack + int64_t(r.col / kNnCols) * kc * kNnCols + r.col % kNnCols,
               kNnCols);
     if (ncols % kNnCols) {
@@ -446,12 +566,15 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       const float* a = job.a + int64_t(m) * job.lda + k0;
       const float* bias = first && job.bias ? job.bias + m : nullptr;
       float* out_m = job.out + int64_t(m) * job.out_ch;
+      const TapCursor rows_at(job.scatter ? *job.scatter : job.b,
+                              job.scatter ? m : 0);
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
         if (job.scatter) {
           kernel(kc, a, job.lda, mr, bp, temp, kNnCols, nullptr, false);
-          ScatterTile(*job.scatter, job.out, m, mr, temp, runs + panel_run[p],
+          ScatterTile(*job.scatter, job.out, rows_at, mr, temp,
+                      runs + panel_run[p],
                       panel_run[p + 1] - panel_run[p], int(c0));
           continue;
         }
@@ -501,7 +624,8 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
   const int len = int(r1 - r0);
   const int kb = k1 - k0, kbp = int(RoundUp(kb, kNtCols));
   BuildRuns(job.grid, r0, r1, 0, &sc.runs);
-  for (const Run& r : sc.runs) PackRun(job.b, r, k0, kb, pb + r.col, lp);
+  const TapCursor at(job.b, k0);
+  for (const Run& r : sc.runs) PackRun(job.b, r, at, kb, pb + r.col, lp);
   for (int k = 0; k < kbp; ++k)
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
 }
@@ -516,7 +640,7 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
       for (int i = 0; i < M; ++i) Zero(c + int64_t(i) * ldc + k0, k1 - k0);
     return;
   }
-  if (q1 - q0 <= kNtBlock) {
+  if (q1 - q0 <= kNtBlock && q0 / job.dplane == (q1 - 1) / job.dplane) {
     // One packed block of the reduction: B is packed a slice of about
     // 256 KB at a time, and each tile is summed in one call.
     const int len = int(q1 - q0), lp = int(RoundUp(len, kVW));
@@ -528,7 +652,10 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
       PackNt(job, q0, q1, lp, s0, s1, pb);
       for (int i = 0; i < M; i += kNtRows)
         for (int j = 0; j < kb; j += kNtCols)
-          KernelNTSum(lp, job.d + int64_t(i) * job.ldd + q0, job.ldd,
+          KernelNTSum(lp,
+                      job.d + q0 / job.dplane * job.d_img + q0 % job.dplane +
+                          int64_t(i) * job.ldd,
+                      job.ldd,
                       std::min(kNtRows, M - i), pb + int64_t(j) * lp, lp,
                       c + int64_t(i) * ldc + s0 + j, ldc,
                       std::min(kNtCols, kb - j), accumulate);
@@ -544,20 +671,25 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
   Vec* wide = reinterpret_cast<Vec*>(work);  // [Mp / kNtRows][tiles_j][tile]
   float* pb = work + int64_t(Mp) * kbp * kVW;
   for (int64_t t = 0; t < int64_t(Mp) * kbp; ++t) wide[t] = Vec{};
-  for (int64_t r0 = q0; r0 < q1; r0 += kNtBlock) {
-    const int64_t r1 = std::min(q1, r0 + kNtBlock);
+  for (int64_t r0 = q0; r0 < q1;) {
+    // Blocks stay within one plane of D.
+    const int64_t plane = r0 / job.dplane;
+    const int64_t r1 =
+        std::min({q1, r0 + kNtBlock, (plane + 1) * job.dplane});
     const int lp = int(RoundUp(r1 - r0, kVW));
+    const float* d = job.d + plane * job.d_img + (r0 - plane * job.dplane);
     PackNt(job, r0, r1, lp, k0, k1, pb);
     for (int ch = 0; ch < lp; ch += kNtChunk) {
       const int n = std::min(kNtChunk, lp - ch);
       for (int i = 0; i < Mp; i += kNtRows)
         for (int j = 0; j < tiles_j; ++j)
-          KernelNT(n, job.d + int64_t(i) * job.ldd + r0 + ch, job.ldd,
+          KernelNT(n, d + int64_t(i) * job.ldd + ch, job.ldd,
                    std::min(kNtRows, M - i),
                    pb + int64_t(j) * kNtCols * lp + ch, lp,
                    wide + (int64_t(i / kNtRows) * tiles_j + j) * kNtRows *
                               kNtCols);
     }
+    r0 = r1;
   }
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < kb; ++j) {

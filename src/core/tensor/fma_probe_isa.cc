@@ -34,11 +34,12 @@ float FmaProbe(int64_t iters) {
 #pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;
     // Keeps the accumulators in registers and the loop from being folded.
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && \
+    (SINGA_ISA_LEVEL < 2 || defined(__AVX512F__))
     asm volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]),
                  "+v"(acc[4]), "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]),
                  "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
-#else
+#else  // no register holds the vector (AVX-512 emulated on AVX2, tests)
     asm volatile("" ::: "memory");
 #endif
   }
