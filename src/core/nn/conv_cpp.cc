@@ -130,15 +130,21 @@ void RunNn(const std::vector<NnJob>& jobs) {
     int64_t slab = std::max<int64_t>(1, kSlabFloats / j.kc / cols) * cols;
     const int mr = NnRows(j.M);
     if (j.scatter) {
+      // Whole images per item, as many as a slab holds, so each pass over
+      // the weights serves several images.
       const int64_t plane = int64_t(j.grid.gh) * j.grid.gw;
+      const int64_t per_item = std::clamp<int64_t>(
+          slab / plane, 1, std::max<int64_t>(1, CeilDiv(j.grid.n, 2 * threads)));
+      const int64_t groups = CeilDiv(j.grid.n, per_item);
       const int taps = j.scatter->tr * j.scatter->tc;
       const int64_t chunks = std::min<int64_t>(
-          j.scatter->channels, std::max<int64_t>(1, CeilDiv(2 * threads, j.grid.n)));
+          j.scatter->channels, std::max<int64_t>(1, CeilDiv(2 * threads, groups)));
       const int64_t per = CeilDiv(j.scatter->channels, chunks) * taps;
-      for (int b = 0; b < j.grid.n; ++b)
+      for (int64_t b = 0; b < j.grid.n; b += per_item)
         for (int64_t m0 = 0; m0 < j.M; m0 += per)
-          items.push_back(Item{int(ji), b * plane, (b + 1) * plane, slab, int(m0),
-                               int(std::min<int64_t>(j.M, m0 + per))});
+          items.push_back(Item{int(ji), b * plane,
+                               std::min<int64_t>(j.grid.n, b + per_item) * plane,
+                               slab, int(m0), int(std::min<int64_t>(j.M, m0 + per))});
     } else {
       // Enough slabs to keep every thread busy when there are pixels enough.
       slab = std::min(slab, std::max<int64_t>(cols, CeilDiv(N, 4 * threads) /

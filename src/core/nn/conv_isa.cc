@@ -394,45 +394,54 @@ struct TapCursor {
       : c(k / (t.tr * t.tc)), i(k / t.tc % t.tr), j(k % t.tc) {}
 };
 
-void PackRun(const TapRows& t, const Run& r, TapCursor at, int kc,
-             float* dst, int64_t dstride) {
+// Rows [k0, k0 + kc) of t (k0 given as the cursor `at`) over the pixels of
+// `runs`: row k0 + k of run r goes to dst + k * kstride + RunOffset(r), len
+// floats. Taps sharing a source row (one channel and kernel row) are done
+// together, channel by channel over all runs, so the source is swept in
+// order rather than jumping between channels for every run.
+template <typename RunOffset>
+void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
+              int kc, float* dst, int64_t kstride, RunOffset run_offset) {
   int c = at.c, i = at.i, j = at.j;
-  const float* img = t.src + r.b * t.img_stride;
-  const int ybase = r.qy * t.ssy, xbase = r.qx * t.ssx;
   for (int k = 0; k < kc;) {
     const int n = std::min(t.tc - j, kc - k);
-    const int y = ybase + t.offy[i];
-    float* d = dst + k * dstride;
-    if (y < 0 || y >= t.sh) {
-      for (int u = 0; u < n; ++u) Zero(d + u * dstride, r.len);
-    } else {
-      const float* row = img + c * t.cstride + int64_t(y) * t.sw;
-      const int* ox = t.offx + j;
-      // Tap offsets are monotonic, so the ends bound them all.
-      const int lo = std::min(ox[0], ox[n - 1]), hi = std::max(ox[0], ox[n - 1]);
+    const int* ox = t.offx + j;
+    // Tap offsets are monotonic, so the ends bound them all.
+    const int lo = std::min(ox[0], ox[n - 1]), hi = std::max(ox[0], ox[n - 1]);
+    const float* chan = t.src + c * t.cstride;
+    for (int u = 0; u < nruns; ++u) {
+      const Run& r = runs[u];
+      float* d = dst + k * kstride + run_offset(r);
+      const int y = r.qy * t.ssy + t.offy[i];
+      if (y < 0 || y >= t.sh) {
+        for (int v = 0; v < n; ++v) Zero(d + v * kstride, r.len);
+        continue;
+      }
+      const float* row = chan + r.b * t.img_stride + int64_t(y) * t.sw;
+      const int xbase = r.qx * t.ssx;
       if (t.ssx == 1 && xbase + lo >= 0 && xbase + hi + r.len <= t.sw) {
         // The common case: the run lies inside the image for every tap.
         const float* s0 = row + xbase;
         if (r.len == kNnCols) {
-          for (int u = 0; u < n; ++u) {
-            const float* s = s0 + ox[u];
-            float* o = d + u * dstride;
+          for (int v = 0; v < n; ++v) {
+            const float* sv = s0 + ox[v];
+            float* o = d + v * kstride;
 #pragma GCC unroll 4
-            for (int v = 0; v < kNnVecs; ++v)
-              Store(o + v * kVW, Load(s + v * kVW));
+            for (int w = 0; w < kNnVecs; ++w)
+              Store(o + w * kVW, Load(sv + w * kVW));
           }
         } else {
-          for (int u = 0; u < n; ++u) Copy(d + u * dstride, s0 + ox[u], r.len);
+          for (int v = 0; v < n; ++v) Copy(d + v * kstride, s0 + ox[v], r.len);
         }
       } else if (t.ssx == 2 && xbase + lo >= 0 &&
                  xbase + hi + 2 * r.len <= t.sw) {
         // Stride 2 inside the image (CopyEven reads one float past the
         // last it takes, still inside the row).
         const float* s0 = row + xbase;
-        for (int u = 0; u < n; ++u) CopyEven(d + u * dstride, s0 + ox[u], r.len);
+        for (int v = 0; v < n; ++v) CopyEven(d + v * kstride, s0 + ox[v], r.len);
       } else {
-        for (int u = 0; u < n; ++u)
-          FillRow(d + u * dstride, row, xbase + ox[u], t.ssx, r.len, t.sw);
+        for (int v = 0; v < n; ++v)
+          FillRow(d + v * kstride, row, xbase + ox[v], t.ssx, r.len, t.sw);
       }
     }
     k += n;
@@ -549,11 +558,10 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
 
   for (int k0 = 0; k0 < K; k0 += job.kc) {
     const int kc = std::min(job.kc, K - k0);
-    const TapCursor at(job.b, k0);
-    for (const Run& r : sc.runs)
-      PackRun(job.b, r, at, kc,
-              pack + int64_t(r.col / kNnCols) * kc * kNnCols + r.col % kNnCols,
-              kNnCols);
+    PackRows(job.b, runs, sc.runs.count, TapCursor(job.b, k0), kc, pack,
+             kNnCols, [kc](const Run& r) {
+               return int64_t(r.col / kNnCols) * kc * kNnCols + r.col % kNnCols;
+             });
     if (ncols % kNnCols) {
       const int used = int(ncols % kNnCols);
       float* last = pack + int64_t(panels - 1) * kc * kNnCols;
@@ -624,8 +632,8 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
   const int len = int(r1 - r0);
   const int kb = k1 - k0, kbp = int(RoundUp(kb, kNtCols));
   BuildRuns(job.grid, r0, r1, 0, &sc.runs);
-  const TapCursor at(job.b, k0);
-  for (const Run& r : sc.runs) PackRun(job.b, r, at, kb, pb + r.col, lp);
+  PackRows(job.b, sc.runs.begin(), sc.runs.count, TapCursor(job.b, k0), kb, pb,
+           lp, [](const Run& r) { return int64_t(r.col); });
   for (int k = 0; k < kbp; ++k)
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
 }
