@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -193,6 +195,37 @@ inline int32_t Convert<int32_t, float>(float x) {
   return static_cast<int32_t>(x);
 }
 
+// out[i * ldo + j] = in[j * ldi + i] for an 8 x 8 block of 4-byte values, as
+// eight vector loads, three rounds of two-input shuffles and eight stores
+// (the scalar loop moves one value per load and store).
+template <typename T>
+inline void Transpose8x8(const T* in, int64_t ldi, T* out, int64_t ldo) {
+  static_assert(sizeof(T) == 4, "4-byte values");
+  typedef T V __attribute__((vector_size(32)));
+  typedef int32_t M __attribute__((vector_size(32)));
+  V r[8], t[8];
+  for (int k = 0; k < 8; ++k) std::memcpy(&r[k], in + k * ldi, sizeof(V));
+  const M lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = __builtin_shuffle(r[k], r[k + 1], lo);
+    t[k + 1] = __builtin_shuffle(r[k], r[k + 1], hi);
+  }
+  const M even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};
+  for (int k = 0; k < 8; k += 4) {
+    r[k] = __builtin_shuffle(t[k], t[k + 2], even);
+    r[k + 1] = __builtin_shuffle(t[k], t[k + 2], odd);
+    r[k + 2] = __builtin_shuffle(t[k + 1], t[k + 3], even);
+    r[k + 3] = __builtin_shuffle(t[k + 1], t[k + 3], odd);
+  }
+  const M first{0, 1, 2, 3, 8, 9, 10, 11}, second{4, 5, 6, 7, 12, 13, 14, 15};
+  for (int k = 0; k < 4; ++k) {
+    const V a = __builtin_shuffle(r[k], r[k + 4], first);
+    const V b = __builtin_shuffle(r[k], r[k + 4], second);
+    std::memcpy(out + k * ldo, &a, sizeof(V));
+    std::memcpy(out + (k + 4) * ldo, &b, sizeof(V));
+  }
+}
+
 // Copies a transposed 2-D pattern (input stride 1 on the second-to-last
 // loop axis, output stride 1 on the last) in square tiles, so both sides
 // are read and written a cache line at a time.
@@ -220,6 +253,14 @@ bool TiledTranspose(const ElemSpace& sp, const TI* x, TO* y) {
       }
       const int64_t r0 = (t / ct) * kTile, c0 = (t % ct) * kTile;
       const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      if constexpr (std::is_same<TI, TO>::value && sizeof(TI) == 4) {
+        if (r1 - r0 == kTile && c1 - c0 == kTile) {
+          for (int64_t i = r0; i < r1; i += 8)
+            for (int64_t j = c0; j < c1; j += 8)
+              Transpose8x8(x + xo + i + j * xs, xs, y + yo + i * ys + j, ys);
+          continue;
+        }
+      }
       for (int64_t i = r0; i < r1; ++i) {
         TO* yr = y + yo + i * ys;
         const TI* xr = x + xo + i;
