@@ -1,0 +1,327 @@
+"""DistOpt over MPI: pytest launches `mpiexec -n 2` on dist_worker.py and
+checks what both ranks computed against NumPy and against a single process
+trained on the full batch (never against DistOpt itself)."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+import numpy as np
+import pytest
+
+import singa
+from singa import autograd, opt
+
+import dist_worker as W
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI4PY, reason='needs the "dist" extra '
+                               '(pip install ".[dist]": mpi4py and mpich)')
+
+
+def find_mpiexec():
+    """mpiexec beside this interpreter first (the mpich wheel installs it in
+    the environment's scripts folder, which need not be on PATH), then on
+    PATH."""
+    for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        path = os.path.join(folder, "mpiexec")
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("mpiexec")
+
+
+def mpirun(args, timeout, n=2):
+    mpiexec = find_mpiexec()
+    assert mpiexec, "mpi4py is installed but no mpiexec was found beside the interpreter or on PATH"
+    env = dict(os.environ)
+    # The ranks import the singa this process imported; one thread each,
+    # since the ranks share the machine's cores.
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(singa.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, HERE,
+                                                      env.get("PYTHONPATH")]))
+    env["OMP_NUM_THREADS"] = "1"
+    start = time.monotonic()
+    proc = subprocess.run([mpiexec, "-n", str(n), sys.executable, *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    return proc, time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """What each rank of one `mpiexec -n 2 dist_worker.py all` run wrote."""
+    out = tmp_path_factory.mktemp("dist")
+    proc, _ = mpirun([os.path.join(HERE, "dist_worker.py"), "all", out], timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = [dict(np.load(out / f"all_{r}.npz")) for r in range(2)]
+    res[0]["_dir"] = out
+    return res
+
+
+# ---- the launcher and the missing extra ----
+
+def test_distopt_without_mpi_names_the_extra(monkeypatch):
+    import singa._dist.mpi as mpi_mod
+    monkeypatch.setitem(sys.modules, "mpi4py", None)    # import mpi4py now fails
+    monkeypatch.setattr(mpi_mod, "_MPI", None)
+    with pytest.raises(ImportError, match=r'singa\[dist\]'):
+        opt.DistOpt(opt.SGD())
+
+
+def test_importing_opt_loads_no_mpi():
+    code = ("import sys, singa.opt as o; assert o.DistOpt.__name__ == 'DistOpt'; "
+            "assert 'mpi4py' not in sys.modules, 'mpi4py imported'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_bad_arguments_raise_before_mpi():
+    with pytest.raises(TypeError, match="update"):
+        opt.DistOpt(object())
+    with pytest.raises(ValueError, match="buffSize"):
+        opt.DistOpt(opt.SGD(), buffSize=0)
+    with pytest.raises(RuntimeError, match="NCCL|CUDA"):
+        opt.DistOpt(opt.SGD(), nccl_id=object(), local_rank=0, world_size=1)
+
+
+@needs_mpi
+def test_mpiexec_is_found_beside_the_interpreter():
+    path = find_mpiexec()
+    assert path is not None
+    if importlib.util.find_spec("mpich") is not None:   # the wheel's own launcher
+        assert os.path.dirname(path) in (sysconfig.get_path("scripts"),
+                                         os.path.dirname(sys.executable))
+
+
+@needs_mpi
+def test_ranks_know_their_place(ranks):
+    for r, res in enumerate(ranks):
+        assert int(res["world_size"]) == 2 and int(res["local_rank"]) == r
+
+
+# ---- collectives against NumPy ----
+
+def _both(ranks, key):
+    a, b = ranks[0][key], ranks[1][key]
+    np.testing.assert_array_equal(a, b, err_msg=f"{key} differs between the ranks")
+    return a
+
+
+def _f16_sum(a, b):
+    return (a.astype(np.float16).astype(np.float32) +
+            b.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
+
+
+@needs_mpi
+def test_all_reduce_sums(ranks):
+    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
+    np.testing.assert_array_equal(_both(ranks, "coll/f32"), i0["f32"] + i1["f32"])
+    np.testing.assert_array_equal(_both(ranks, "coll/i32"), i0["i32"] + i1["i32"])
+    np.testing.assert_allclose(_both(ranks, "coll/f16").astype(np.float32),
+                               _f16_sum(i0["f16"], i1["f16"]), rtol=2 ** -10)
+    np.testing.assert_array_equal(_both(ranks, "coll/strided"),
+                                  (i0["strided"] + i1["strided"]).T)
+
+
+@needs_mpi
+def test_all_reduce_half_sends_float16(ranks):
+    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
+    got = _both(ranks, "coll/half")
+    np.testing.assert_allclose(got, _f16_sum(i0["half"], i1["half"]), rtol=2 ** -10, atol=1e-7)
+    assert not np.array_equal(got, i0["half"] + i1["half"])   # really went through float16
+
+
+@needs_mpi
+def test_fused_all_reduce_over_several_buffers(ranks):
+    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
+    for i, (a, b) in enumerate(zip(i0["fused"], i1["fused"])):
+        np.testing.assert_array_equal(_both(ranks, f"coll/fused{i}"), a + b)
+        np.testing.assert_allclose(_both(ranks, f"coll/fused_half{i}"), _f16_sum(a, b),
+                                   rtol=2 ** -10, atol=1e-7)
+
+
+def _sparse_reference(gs, accs, spars, top_k):
+    """One sparse all-reduce over ranks: (result, new residuals)."""
+    out = np.zeros_like(gs[0])
+    new_accs = []
+    for r, g in enumerate(gs):
+        src = g + accs[r] if accs is not None else g.copy()
+        if top_k:
+            k = max(1, int(spars * src.size))
+            idx = np.argsort(-np.abs(src), kind="stable")[:k]
+        else:
+            idx = np.flatnonzero(np.abs(src) >= spars)
+        out[idx] += src[idx]
+        rest = src.copy()
+        rest[idx] = 0
+        new_accs.append(rest)
+    return out, new_accs
+
+
+@needs_mpi
+def test_sparsification_matches_numpy(ranks):
+    inp = [W.rank_inputs(0), W.rank_inputs(1)]
+    accs = [np.zeros(40, np.float32)] * 2
+    for step in range(3):
+        want, accs = _sparse_reference([inp[r]["sparse"][step] for r in range(2)], accs, 0.1,
+                                       True)
+        np.testing.assert_allclose(_both(ranks, f"coll/topk{step}"), want, rtol=1e-6)
+        for r in range(2):   # each rank keeps its own residual
+            np.testing.assert_allclose(ranks[r][f"coll/topk_acc{step}"], accs[r], rtol=1e-6)
+        assert np.count_nonzero(want) <= 8
+    want, _ = _sparse_reference([inp[r]["sparse"][0] for r in range(2)], None, 1.0, False)
+    np.testing.assert_allclose(_both(ranks, "coll/threshold"), want, rtol=1e-6)
+
+    flat = [np.concatenate([a.ravel() for a in inp[r]["fused_sparse"]]) for r in range(2)]
+    want, accs = _sparse_reference(flat, [np.zeros(30, np.float32)] * 2, 0.2, True)
+    got = np.concatenate([_both(ranks, f"coll/fused_sparse{i}").ravel() for i in range(2)])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(ranks[1]["coll/fused_sparse_acc"], accs[1], rtol=1e-6)
+
+
+@needs_mpi
+def test_misuse_raises_python_errors(ranks):
+    err = {k[4:]: str(v) for k, v in ranks[0].items() if k.startswith("err/")}
+    assert err["fused_float16"].startswith("TypeError") and "float16" in err["fused_float16"]
+    assert err["too_big"].startswith("ValueError") and "buffSize=4" in err["too_big"]
+    assert err["not_a_tensor"].startswith("TypeError") and "ndarray" in err["not_a_tensor"]
+    assert err["bad_spars"].startswith("ValueError") and "spars" in err["bad_spars"]
+    assert err["bad_acc"].startswith("ValueError") and "4 elements" in err["bad_acc"]
+    assert err["bad_threshold"].startswith("ValueError") and "threshold" in err["bad_threshold"]
+    assert err["empty_list"].startswith("ValueError")
+    assert err["mismatch"].startswith("ValueError") and "[2]" in err["mismatch"]
+
+
+# ---- training against one process on the full batch ----
+
+def _single_process(kind):
+    """Parameters after W.STEPS steps of one process on the full batches."""
+    xs, ys = W.batches()
+    m = W.build_model(W.make_optimizer(kind), xs[0])
+    for x, y in zip(xs, ys):
+        m.optimizer(W.loss_of(m, x, y))
+    return W.params_of(m)
+
+
+@pytest.fixture(scope="module")
+def single():
+    return {kind: _single_process(kind) for kind in ("sgd", "adam")}
+
+
+def _trained(ranks, name):
+    names = [k.split("/", 1)[1] for k in ranks[0] if k.startswith(name + "/")]
+    return {n: _both(ranks, f"{name}/{n}") for n in names}
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", [n for n in W.TRAIN_CONFIGS if not n.startswith("half")])
+def test_training_equals_one_process_on_the_full_batch(ranks, single, name):
+    want = single[W.TRAIN_CONFIGS[name][0]]
+    got = _trained(ranks, name)
+    assert sorted(got) == sorted(want) and len(want) == 4
+    for n in want:
+        np.testing.assert_allclose(got[n], want[n], rtol=0, atol=1e-6, err_msg=n)
+    # The run moved the parameters: the check above is not about the start.
+    start = W.build_model(opt.SGD(), W.batches()[0][0]).get_params()
+    assert all(np.abs(want[n] - start[n].numpy()).max() > 1e-3 for n in want)
+
+
+@needs_mpi
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_fused_and_unfused_agree(ranks, kind):
+    runs = [_trained(ranks, n) for n in W.TRAIN_CONFIGS
+            if n.startswith(kind) and W.TRAIN_CONFIGS[n][1] == "backward_and_update"]
+    assert len(runs) >= 2
+    for other in runs[1:]:
+        for n in runs[0]:
+            np.testing.assert_array_equal(other[n], runs[0][n], err_msg=n)
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", ["half_unfused", "half_fused"])
+def test_half_training_within_float16_tolerance(ranks, single, name):
+    want, got = single["sgd"], _trained(ranks, name)
+    for n in want:
+        # Each rank's gradient and their sum are rounded to float16 (a
+        # relative 2**-11 each); ten steps of lr 0.05 with momentum keep the
+        # drift well under 1e-3 here (about 2e-4 measured).
+        np.testing.assert_allclose(got[n], want[n], rtol=0, atol=1e-3, err_msg=n)
+    assert any(not np.array_equal(got[n], want[n]) for n in want)
+
+
+@needs_mpi
+def test_partial_update_is_local_steps_plus_chunk_averaging(ranks):
+    """Two independent processes (one per shard) with the averaging of one
+    chunk of parameters after each step done in NumPy."""
+    xs, ys = W.batches()
+    models = [W.build_model(W.make_optimizer("sgd"), W.shard(xs[0], r)) for r in range(2)]
+    chunks, turn = None, 0
+    for x, y in zip(xs, ys):
+        order = []
+        for r, m in enumerate(models):
+            names = {id(t): n for n, t in m.get_params().items()}
+            for p, g in autograd.backward(W.loss_of(m, W.shard(x, r), W.shard(y, r))):
+                m.optimizer.update(p, g)
+                if r == 0:
+                    order.append((names[id(p)], p.size()))
+            m.optimizer.step()
+        if chunks is None:
+            chunks, cur, size = [], [], 0
+            for n, k in order:
+                if cur and size + k > W.PARTIAL_THRESHOLD:
+                    chunks.append(cur)
+                    cur, size = [], 0
+                cur.append(n)
+                size += k
+            chunks.append(cur)
+        params = [m.get_params() for m in models]
+        for n in chunks[turn % len(chunks)]:
+            avg = (params[0][n].numpy() + params[1][n].numpy()) / np.float32(2)
+            for p in params:
+                p[n].copy_from_numpy(avg)
+        turn += 1
+    assert len(chunks) == 3
+    for r in range(2):
+        got = {k.split("/", 1)[1]: v for k, v in ranks[r].items() if k.startswith("partial/")}
+        want = W.params_of(models[r])
+        for n in want:
+            np.testing.assert_allclose(got[n], want[n], rtol=0, atol=1e-6, err_msg=f"rank {r} {n}")
+    # Parameters outside the chunk averaged last differ between the ranks.
+    assert any(not np.array_equal(ranks[0][k], ranks[1][k]) for k in ranks[0]
+               if k.startswith("partial/"))
+
+
+@needs_mpi
+def test_checkpoint_of_a_distributed_run_loads_in_one_process(ranks, single):
+    m = W.build_model(W.make_optimizer("sgd"), W.batches()[0][0])
+    m.load_states(str(ranks[0]["_dir"] / "sgd_fused.ckpt"))
+    for n, v in W.params_of(m).items():
+        np.testing.assert_allclose(v, single["sgd"][n], rtol=0, atol=1e-6)
+    assert any(k.startswith("momentum/") for k in m.optimizer.get_states())
+
+
+# ---- failure and the example ----
+
+@needs_mpi
+def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
+    proc, elapsed = mpirun([os.path.join(HERE, "dist_worker.py"), "fail", tmp_path], timeout=120)
+    assert proc.returncode != 0
+    assert "rank 1 fails on purpose at step 3" in proc.stderr, proc.stderr
+    assert elapsed < 30, f"the job took {elapsed:.0f} s to end"
+
+
+@needs_mpi
+def test_example_sparse_topk_with_correction_reaches_95_percent():
+    pytest.importorskip("sklearn")
+    proc, _ = mpirun([os.path.join(ROOT, "examples", "dist", "train_cnn.py"), "digits",
+                      "--dist-option", "sparseTopK", "--spars", "0.05", "--epochs", "6",
+                      "--threads", "1"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    acc = float(proc.stdout.rsplit("test accuracy ", 1)[1].split(",")[0])
+    assert acc >= 0.95, proc.stdout
