@@ -215,6 +215,8 @@ def main(scenario, outdir):
     out = {"world_size": np.array(dist.world_size), "local_rank": np.array(dist.local_rank)}
     if scenario == "fail":
         fail(dist, rank)
+    elif scenario == "collectives":
+        out.update({f"coll/{k}": v for k, v in collectives(dist, rank).items()})
     elif scenario == "all":
         out.update({f"coll/{k}": v for k, v in collectives(dist, rank).items()})
         out.update({f"err/{k}": v for k, v in errors(dist).items()})

@@ -105,45 +105,68 @@ def test_ranks_know_their_place(ranks):
         assert int(res["world_size"]) == 2 and int(res["local_rank"]) == r
 
 
-# ---- collectives against NumPy ----
+# ---- collectives against NumPy, on 2 and 3 ranks ----
 
-def _both(ranks, key):
-    a, b = ranks[0][key], ranks[1][key]
-    np.testing.assert_array_equal(a, b, err_msg=f"{key} differs between the ranks")
-    return a
-
-
-def _f16_sum(a, b):
-    return (a.astype(np.float16).astype(np.float32) +
-            b.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
-
-
-@needs_mpi
-def test_all_reduce_sums(ranks):
-    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
-    np.testing.assert_array_equal(_both(ranks, "coll/f32"), i0["f32"] + i1["f32"])
-    np.testing.assert_array_equal(_both(ranks, "coll/i32"), i0["i32"] + i1["i32"])
-    np.testing.assert_allclose(_both(ranks, "coll/f16").astype(np.float32),
-                               _f16_sum(i0["f16"], i1["f16"]), rtol=2 ** -10)
-    np.testing.assert_array_equal(_both(ranks, "coll/strided"),
-                                  (i0["strided"] + i1["strided"]).T)
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory):
+    """The collectives on three ranks (uneven float16 slices, 3-way sums)."""
+    out = tmp_path_factory.mktemp("dist3")
+    proc, _ = mpirun([os.path.join(HERE, "dist_worker.py"), "collectives", out], timeout=180,
+                     n=3)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [dict(np.load(out / f"collectives_{r}.npz")) for r in range(3)]
 
 
-@needs_mpi
-def test_all_reduce_half_sends_float16(ranks):
-    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
-    got = _both(ranks, "coll/half")
-    np.testing.assert_allclose(got, _f16_sum(i0["half"], i1["half"]), rtol=2 ** -10, atol=1e-7)
-    assert not np.array_equal(got, i0["half"] + i1["half"])   # really went through float16
+@pytest.fixture(params=[2, 3], ids=["2 ranks", "3 ranks"])
+def coll(request):
+    """(per-rank results, per-rank inputs) of the collectives."""
+    if not HAVE_MPI4PY:
+        pytest.skip('needs the "dist" extra')
+    res = request.getfixturevalue("ranks" if request.param == 2 else "three_ranks")
+    return res, [W.rank_inputs(r) for r in range(request.param)]
 
 
-@needs_mpi
-def test_fused_all_reduce_over_several_buffers(ranks):
-    i0, i1 = W.rank_inputs(0), W.rank_inputs(1)
-    for i, (a, b) in enumerate(zip(i0["fused"], i1["fused"])):
-        np.testing.assert_array_equal(_both(ranks, f"coll/fused{i}"), a + b)
-        np.testing.assert_allclose(_both(ranks, f"coll/fused_half{i}"), _f16_sum(a, b),
-                                   rtol=2 ** -10, atol=1e-7)
+def _same(res, key):
+    """The value every rank got for key (checked to be the same)."""
+    for r in range(1, len(res)):
+        np.testing.assert_array_equal(res[r][key], res[0][key],
+                                      err_msg=f"{key} differs between rank 0 and rank {r}")
+    return res[0][key]
+
+
+def _f16_sum(*xs):
+    """What a float16 all-reduce gives: the values rounded to float16, added
+    in float32 in rank order, the sum rounded to float16."""
+    total = xs[0].astype(np.float16).astype(np.float32)
+    for x in xs[1:]:
+        total = total + x.astype(np.float16).astype(np.float32)
+    return total.astype(np.float16).astype(np.float32)
+
+
+def test_all_reduce_sums(coll):
+    res, inp = coll
+    total = lambda key: sum(i[key] for i in inp)   # noqa: E731
+    # MPI may add three ranks' values in any order: one rounding apart.
+    np.testing.assert_allclose(_same(res, "coll/f32"), total("f32"), rtol=1e-6)
+    np.testing.assert_array_equal(_same(res, "coll/i32"), total("i32"))
+    np.testing.assert_array_equal(_same(res, "coll/f16").astype(np.float32),
+                                  _f16_sum(*[i["f16"] for i in inp]))
+    np.testing.assert_allclose(_same(res, "coll/strided"), total("strided").T, rtol=1e-6)
+
+
+def test_all_reduce_half_sends_float16(coll):
+    res, inp = coll
+    got = _same(res, "coll/half")
+    np.testing.assert_array_equal(got, _f16_sum(*[i["half"] for i in inp]))
+    assert not np.allclose(got, sum(i["half"] for i in inp), rtol=1e-6)   # really float16
+
+
+def test_fused_all_reduce_over_several_buffers(coll):
+    res, inp = coll
+    for k in range(len(inp[0]["fused"])):
+        parts = [i["fused"][k] for i in inp]
+        np.testing.assert_allclose(_same(res, f"coll/fused{k}"), sum(parts), rtol=1e-6)
+        np.testing.assert_array_equal(_same(res, f"coll/fused_half{k}"), _f16_sum(*parts))
 
 
 def _sparse_reference(gs, accs, spars, top_k):
@@ -164,25 +187,25 @@ def _sparse_reference(gs, accs, spars, top_k):
     return out, new_accs
 
 
-@needs_mpi
-def test_sparsification_matches_numpy(ranks):
-    inp = [W.rank_inputs(0), W.rank_inputs(1)]
-    accs = [np.zeros(40, np.float32)] * 2
+def test_sparsification_matches_numpy(coll):
+    res, inp = coll
+    n = len(inp)
+    accs = [np.zeros(40, np.float32)] * n
     for step in range(3):
-        want, accs = _sparse_reference([inp[r]["sparse"][step] for r in range(2)], accs, 0.1,
-                                       True)
-        np.testing.assert_allclose(_both(ranks, f"coll/topk{step}"), want, rtol=1e-6)
-        for r in range(2):   # each rank keeps its own residual
-            np.testing.assert_allclose(ranks[r][f"coll/topk_acc{step}"], accs[r], rtol=1e-6)
-        assert np.count_nonzero(want) <= 8
-    want, _ = _sparse_reference([inp[r]["sparse"][0] for r in range(2)], None, 1.0, False)
-    np.testing.assert_allclose(_both(ranks, "coll/threshold"), want, rtol=1e-6)
+        want, accs = _sparse_reference([i["sparse"][step] for i in inp], accs, 0.1, True)
+        np.testing.assert_allclose(_same(res, f"coll/topk{step}"), want, rtol=1e-6)
+        for r in range(n):   # each rank keeps its own residual
+            np.testing.assert_allclose(res[r][f"coll/topk_acc{step}"], accs[r], rtol=1e-6)
+        assert np.count_nonzero(want) <= 4 * n
+    want, _ = _sparse_reference([i["sparse"][0] for i in inp], None, 1.0, False)
+    np.testing.assert_allclose(_same(res, "coll/threshold"), want, rtol=1e-6)
 
-    flat = [np.concatenate([a.ravel() for a in inp[r]["fused_sparse"]]) for r in range(2)]
-    want, accs = _sparse_reference(flat, [np.zeros(30, np.float32)] * 2, 0.2, True)
-    got = np.concatenate([_both(ranks, f"coll/fused_sparse{i}").ravel() for i in range(2)])
+    flat = [np.concatenate([a.ravel() for a in i["fused_sparse"]]) for i in inp]
+    want, accs = _sparse_reference(flat, [np.zeros(30, np.float32)] * n, 0.2, True)
+    got = np.concatenate([_same(res, f"coll/fused_sparse{k}").ravel() for k in range(2)])
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    np.testing.assert_allclose(ranks[1]["coll/fused_sparse_acc"], accs[1], rtol=1e-6)
+    for r in range(n):
+        np.testing.assert_allclose(res[r]["coll/fused_sparse_acc"], accs[r], rtol=1e-6)
 
 
 @needs_mpi
@@ -216,7 +239,7 @@ def single():
 
 def _trained(ranks, name):
     names = [k.split("/", 1)[1] for k in ranks[0] if k.startswith(name + "/")]
-    return {n: _both(ranks, f"{name}/{n}") for n in names}
+    return {n: _same(ranks, f"{name}/{n}") for n in names}
 
 
 @needs_mpi

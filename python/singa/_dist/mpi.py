@@ -9,6 +9,12 @@ buffer protocol and mpi4py hands that memory to MPI. Packing gradients into
 fused buffers and converting to float16 are copies into views of buffers
 kept across steps, done by the core (``CopyData``).
 
+float16 sums send float16 and add in float32: each rank receives its
+slice of every rank's values (MPI_Alltoallv), adds them in float32 in rank
+order, rounds once to float16 and the slices are gathered back
+(MPI_Allgatherv). That needs no float16 support from the MPI library, and
+MPICH's own float16 MPI_SUM is several times slower (doc/distributed.md).
+
 Every collective here completes before it returns, so ``wait()`` has
 nothing left to wait for. With MPICH over shared memory a nonblocking
 all-reduce makes progress only inside MPI calls, so leaving it in flight
@@ -87,9 +93,9 @@ class _Fuser:
     the last buffer and copies every packed range back, in packing order.
     """
 
-    def __init__(self, comm, buff_size, dtype, mpi_type, where):
-        self.comm, self.buff_size, self.dtype = comm, buff_size, dtype
-        self.mpi_type, self.where = mpi_type, where
+    def __init__(self, reduce, buff_size, dtype, where):
+        self.reduce, self.buff_size, self.dtype = reduce, buff_size, dtype
+        self.where = where
         self.buffers = []      # CTensors of shape (buff_size,), kept across steps
         self.packed = []       # (tensor, buffer index, offset, size) since the last send
         self.cur = self.off = 0
@@ -101,9 +107,7 @@ class _Fuser:
 
     def _reduce(self, i, n):
         if n:
-            buf = self.buffers[i].Slice(0, 0, n)
-            self.comm.Allreduce(_mpi().IN_PLACE,
-                                [memoryview(_cw.HostBuffer(buf)), self.mpi_type])
+            self.reduce(self.buffers[i].Slice(0, 0, n))
 
     def add(self, t):
         n = t.Size()
@@ -173,14 +177,12 @@ class MpiCommunicator:
         self.local_size = node.Get_size()
         node.Free()
         self.buff_size = int(buff_size)
-        self._float16 = MPI.FLOAT16_T if MPI.FLOAT16_T != MPI.DATATYPE_NULL else None
         self._types = {_cw.kFloat32: MPI.FLOAT, _cw.kInt: MPI.INT32_T}
-        if self._float16 is not None:
-            self._types[_cw.kFloat16] = self._float16
-        self._fused = _Fuser(self.comm, self.buff_size, _cw.kFloat32, MPI.FLOAT,
+        self._fused = _Fuser(self._allreduce, self.buff_size, _cw.kFloat32,
                              "fused_all_reduce")
-        self._fused_half = None
-        self._scratch = {}     # (dtype, device id) -> CTensor, grown as needed
+        self._fused_half = _Fuser(self._allreduce, self.buff_size, _cw.kFloat16,
+                                  "fused_all_reduce_half")
+        self._scratch = {}     # (use, dtype, device id) -> CTensor, grown as needed
         install_abort_on_error(MPI)
 
     # ---- checks and buffers ----
@@ -195,20 +197,12 @@ class MpiCommunicator:
         if float32_only and ct.data_type() != _cw.kFloat32:
             raise TypeError(f"{where}: expected a float32 tensor, got "
                             f"{_dtype_name(ct.data_type())} of shape {tuple(ct.shape())}")
-        if ct.data_type() not in self._types:
-            raise TypeError(f"{where}: cannot all-reduce {_dtype_name(ct.data_type())} "
-                            f"tensors with this MPI library")
         return ct
 
-    def _half_type(self, where):
-        if self._float16 is None:
-            lib = _mpi().Get_library_version().splitlines()[0].strip()
-            raise NotImplementedError(f"{where}: this MPI library ({lib}) has no float16 "
-                                      "reductions; use the mpich wheel or the float32 variant")
-        return self._float16
-
-    def _scratch_of(self, dtype, n, device):
-        key = (dtype, device.id())
+    def _scratch_of(self, use, dtype, n, device):
+        """A (n,) CTensor kept for one use (tensors in use at the same time
+        need different uses)."""
+        key = (use, dtype, device.id())
         buf = self._scratch.get(key)
         if buf is None or buf.Size() < n:
             buf = self._scratch[key] = _cw.Tensor([max(n, 1)], device, dtype)
@@ -216,9 +210,40 @@ class MpiCommunicator:
 
     def _allreduce(self, ct):
         """In-place sum over ranks of a contiguous host CTensor."""
-        if ct.Size():
+        if ct.Size() == 0:
+            return
+        if ct.data_type() == _cw.kFloat16:
+            self._allreduce_half(ct)
+        else:
             self.comm.Allreduce(_mpi().IN_PLACE,
                                 [memoryview(_cw.HostBuffer(ct)), self._types[ct.data_type()]])
+
+    def _allreduce_half(self, h):
+        """In-place sum over ranks of a contiguous float16 CTensor, added in
+        float32 (see the module doc)."""
+        MPI = _mpi()
+        n, p, r = h.Size(), self.world_size, self.global_rank
+        bounds = [n * k // p for k in range(p + 1)]
+        sizes = np.diff(bounds)
+        mine = int(sizes[r])
+        half = MPI.UINT16_T            # the bits travel; nothing adds them in MPI
+        hb = memoryview(_cw.HostBuffer(h))
+        recv = self._scratch_of("half_recv", _cw.kFloat16, p * mine, h.device())
+        if p > 1:
+            self.comm.Alltoallv([hb, sizes, bounds[:-1], half],
+                                [memoryview(_cw.HostBuffer(recv)), [mine] * p,
+                                 [k * mine for k in range(p)], half])
+        else:
+            recv.CopyData(h)
+        acc = self._scratch_of("half_acc", _cw.kFloat32, mine, h.device())
+        tmp = self._scratch_of("half_tmp", _cw.kFloat32, mine, h.device())
+        acc.CopyData(recv.Slice(0, 0, mine))
+        for k in range(1, p):
+            tmp.CopyData(recv.Slice(0, k * mine, (k + 1) * mine))
+            _cw.AddInto(acc, tmp, acc)
+        h.Slice(0, bounds[r], bounds[r + 1]).CopyData(acc)
+        if p > 1:
+            self.comm.Allgatherv(MPI.IN_PLACE, [hb, sizes, bounds[:-1], half])
 
     # ---- SINGA's Communicator methods ----
 
@@ -235,8 +260,7 @@ class MpiCommunicator:
     def synchHalf(self, t):
         """Sums float32 t over all ranks in place, sending float16."""
         ct = self._check(t, "all_reduce_half", float32_only=True)
-        self._half_type("all_reduce_half")
-        half = self._scratch_of(_cw.kFloat16, ct.Size(), ct.device())
+        half = self._scratch_of("half", _cw.kFloat16, ct.Size(), ct.device())
         half.CopyData(ct)
         self._allreduce(half)
         ct.CopyData(half)
@@ -249,10 +273,6 @@ class MpiCommunicator:
 
     def fusedSynchHalf(self, tensors, send=True):
         """fusedSynch with float16 buffers: float32 in, float16 sent."""
-        if self._fused_half is None:
-            self._fused_half = _Fuser(self.comm, self.buff_size, _cw.kFloat16,
-                                      self._half_type("fused_all_reduce_half"),
-                                      "fused_all_reduce_half")
         self._fused_op(self._fused_half, tensors, send, "fused_all_reduce_half")
 
     def _fused_op(self, fuser, tensors, send, where):
@@ -298,7 +318,7 @@ class MpiCommunicator:
                for t in _as_list(tensors, "fused_sparsification")]
         total = sum(ct.Size() for ct in cts)
         acc = self._check_acc(accumulation, total, "fused_sparsification")
-        flat = self._scratch_of(_cw.kFloat32, total, cts[0].device())
+        flat = self._scratch_of("sparse", _cw.kFloat32, total, cts[0].device())
         off = 0
         for ct in cts:
             flat.Slice(0, off, off + ct.Size()).CopyData(ct)
