@@ -111,20 +111,17 @@ class _NoUpdate:
         pass
 
 
-def worker_allreduce(args):
-    import singa
-    from mpi4py import MPI
+def _resnet18_distopt():
+    """A DistOpt whose backward hands out ResNet-18-size gradients (ones),
+    and the messages its default step sends: [("direct" or "packed",
+    [CTensor, ...]), ...], read off its calls to the communicator."""
     from singa import opt, tensor
     from singa._dist import distopt
 
-    singa.set_num_threads(1)
     pairs = [(tensor.ones((n,)), tensor.ones((n,))) for n in resnet18_grad_sizes()]
-    grads = [g.data for _, g in pairs]
     distopt.autograd.backward = lambda loss: iter(pairs)   # a stand-in backward
     dist = opt.DistOpt(_NoUpdate())
     comm = dist.communicator
-
-    # The messages DistOpt's default (fused) step sends, read off its calls.
     messages, pending = [], []
     synch, fused = comm.synch, comm.fusedSynch
 
@@ -143,10 +140,26 @@ def worker_allreduce(args):
     comm.synch, comm.fusedSynch = log_synch, log_fused
     dist.backward_and_update(None)
     comm.synch, comm.fusedSynch = synch, fused
+    return dist, pairs, messages
+
+
+def worker_plan(args):
+    """The sizes of the messages of DistOpt's default step."""
+    _, _, messages = _resnet18_distopt()
+    _emit({"buckets": [[t.Size() for t in ts] for _, ts in messages]})
+
+
+def worker_allreduce(args):
+    import singa
+    from mpi4py import MPI
+
+    singa.set_num_threads(1)
+    dist, pairs, messages = _resnet18_distopt()
+    comm = dist.communicator
 
     def per_tensor():
-        for g in grads:
-            comm.synch(g)
+        for _, g in pairs:
+            comm.synch(g.data)
 
     def through_numpy():   # what a binding without zero-copy buffers does
         for _, g in pairs:
@@ -172,7 +185,6 @@ def worker_allreduce(args):
                                       args.repeat),
         "step fused float16": _best(lambda: dist.backward_and_update_half(None), comm,
                                     args.repeat),
-        "buckets": [[t.Size() for t in ts] for _, ts in messages],
     }
     if dist.global_rank == 0:
         _emit(out)
@@ -241,7 +253,7 @@ def worker_torch(args):
         _emit(out)
 
 
-# ---- the driver ----
+# ---- launching ----
 
 def find_mpiexec():
     for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
@@ -251,12 +263,12 @@ def find_mpiexec():
     return shutil.which("mpiexec")
 
 
-def launch(n, argv, stdin=None, timeout=900):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([find_mpiexec(), "-n", str(n), *argv], input=stdin,
+def launch(n, argv, threads=1, stdin=None, timeout=900):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    proc = subprocess.run([find_mpiexec(), "-n", str(n), *map(str, argv)], input=stdin,
                           capture_output=True, text=True, env=env, timeout=timeout)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(f"{' '.join(map(str, argv))} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout
 
 
@@ -264,107 +276,125 @@ def result(stdout):
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    raise SystemExit(f"no result in:\n{stdout}")
+    raise RuntimeError(f"no result in:\n{stdout}")
 
 
 def me(*args):
-    return [sys.executable, os.path.abspath(__file__), *map(str, args)]
+    return [sys.executable, os.path.abspath(__file__), *args]
 
 
-_native_exe = None
+# ---- harness sides: each launches its ranks under mpiexec ----
+
+def cnn_side(threads, ranks, mode, steps, rank_threads=1):
+    return result(launch(ranks, me("--worker", "cnn", "--mode", mode, "--threads",
+                                   rank_threads, "--steps", steps), threads=rank_threads))
 
 
-def native_allreduce(messages, repeat):
-    """Seconds to send the messages (lists of tensor sizes) from C++, or
-    None when there is no mpicxx."""
-    global _native_exe
-    if _native_exe is None:
+def singa_allreduce_side(threads, repeat):
+    return result(launch(2, me("--worker", "allreduce", "--repeat", repeat)))
+
+
+def native_allreduce_side(threads, repeat, sizes, buckets):
+    """MPI_Allreduce from C++ (bench/dist_allreduce.cc, built with the mpicxx
+    beside mpiexec) for the same messages."""
+    exe = os.path.join(tempfile.gettempdir(), f"singa_dist_allreduce_{os.getuid()}")
+    src = os.path.join(HERE, "dist_allreduce.cc")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
         mpicxx = os.path.join(os.path.dirname(find_mpiexec()), "mpicxx")
-        if not os.access(mpicxx, os.X_OK):
-            return None
-        _native_exe = os.path.join(tempfile.mkdtemp(), "dist_allreduce")
-        subprocess.run([mpicxx, "-O2", "-o", _native_exe,
-                        os.path.join(HERE, "dist_allreduce.cc")], check=True)
-    exe = _native_exe
-    plan = f"{repeat}\n" + "\n".join(" ".join(map(str, m)) for m in messages)
-    return float(launch(2, [exe], stdin=plan).strip())
+        subprocess.run([mpicxx, "-O2", "-o", exe, src], check=True)
+
+    def run(messages):
+        plan = f"{repeat}\n" + "\n".join(" ".join(map(str, m)) for m in messages)
+        return float(launch(2, [exe], stdin=plan).strip())
+    return {"per tensor": run([[n] for n in sizes]), "fused buckets": run(buckets)}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def torch_allreduce_side(threads, repeat):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return result(launch(2, me("--worker", "torch", "--repeat", repeat, "--port", port)))
 
+
+# ---- the driver ----
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=40, help="timed CNN steps per run")
+    ap.add_argument("--repeat", type=int, default=10,
+                    help="all-reduce steps per run (the best is kept)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each side, alternating")
     ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--worker", choices=("cnn", "allreduce", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("cnn", "allreduce", "plan", "torch"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="dist", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        {"cnn": worker_cnn, "allreduce": worker_allreduce, "torch": worker_torch}[
-            args.worker](args)
+        {"cnn": worker_cnn, "allreduce": worker_allreduce, "plan": worker_plan,
+         "torch": worker_torch}[args.worker](args)
         return
     if find_mpiexec() is None:
         raise SystemExit('no mpiexec: pip install ".[dist]" (mpi4py and mpich)')
+    import _harness
     from common import print_table
+    Side = _harness.Side
 
-    rows = []
-    for label, n, mode, threads in (("1 process, SGD (no DistOpt), 1 thread", 1, "plain", 1),
-                                    ("1 process, SGD (no DistOpt), 2 threads", 1, "plain", 2),
-                                    ("1 rank, DistOpt, 1 thread", 1, "dist", 1),
-                                    ("2 ranks, DistOpt, 1 thread each", 2, "dist", 1)):
-        r = result(launch(n, me("--worker", "cnn", "--mode", mode, "--threads", threads,
-                                "--steps", args.steps)))
-        rows.append([label, f"{r['samples_per_s']:.0f}"])
-    base = float(rows[0][1])
-    for row in rows:
-        row.append(f"{float(row[1]) / base:.2f}")
-    print_table("Digits CNN (16x16, global batch 64): training samples per second",
-                ["run", "samples/s", "vs 1 thread"], rows)
+    runs = [("1 process, SGD (no DistOpt), 1 thread", 1, "plain", 1),
+            ("1 process, SGD (no DistOpt), 2 threads", 1, "plain", 2),
+            ("1 rank, DistOpt, 1 thread", 1, "dist", 1),
+            ("2 ranks, DistOpt, 1 thread each", 2, "dist", 1)]
+    res = _harness.compare([Side(label, "dist:cnn_side", {"ranks": n, "mode": mode,
+                                                         "steps": args.steps,
+                                                         "rank_threads": t})
+                            for label, n, mode, t in runs], threads=1, rounds=args.rounds)
+    base = res[runs[0][0]].median("samples_per_s")
+    rows = [[label, f"{res[label].median('samples_per_s'):.0f}",
+             f"{res[label].min('samples_per_s'):.0f}",
+             f"{res[label].median('samples_per_s') / base:.2f}"] for label, *_ in runs]
+    print_table("Digits CNN (16x16, global batch 64, SGD momentum): training samples per second",
+                ["run", "median", "min", "vs 1 process 1 thread"], rows)
+    print(_harness.describe(args.rounds))
 
-    r = result(launch(2, me("--worker", "allreduce", "--repeat", args.repeat)))
     sizes = resnet18_grad_sizes()
-    nbytes = 4 * sum(sizes)
-    buckets = r["buckets"]
-
-    def row(label, n_messages, seconds):
-        return [label, n_messages, f"{1e3 * seconds:.1f}", f"{nbytes / seconds / 1e9:.2f}"]
-
-    rows = [row("singa communicator (mpi4py, zero-copy), per tensor", len(sizes),
-                r["per tensor"]),
-            row("singa communicator through NumPy copies, per tensor", len(sizes),
-                r["per tensor via NumPy copies"])]
-    native = native_allreduce([[n] for n in sizes], args.repeat)
-    if native is not None:
-        rows.append(row("C++ MPI_Allreduce, per tensor", len(sizes), native))
-    rows.append(row("singa communicator (mpi4py, zero-copy), fused buckets", len(buckets),
-                    r["fused buckets"]))
-    native = native_allreduce(buckets, args.repeat)
-    if native is not None:
-        rows.append(row("C++ MPI_Allreduce, fused buckets (memcpy in and out)", len(buckets),
-                        native))
-    for label in ("unfused float32", "fused float32", "unfused float16", "fused float16"):
-        rows.append(row(f"singa DistOpt step, {label}", "", r["step " + label]))
+    buckets = result(launch(1, me("--worker", "plan")))["buckets"]
+    sides = [Side("singa", "dist:singa_allreduce_side", {"repeat": args.repeat})]
+    if os.access(os.path.join(os.path.dirname(find_mpiexec()), "mpicxx"), os.X_OK):
+        sides.append(Side("C++", "dist:native_allreduce_side",
+                          {"repeat": args.repeat, "sizes": sizes, "buckets": buckets}))
     if not args.no_torch:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            pass
-        else:
-            t = result(launch(2, me("--worker", "torch", "--repeat", args.repeat,
-                                    "--port", free_port())))
-            for label, v in t.items():
-                rows.append([f"PyTorch gloo, {label}", "", f"{1e3 * v:.1f}",
-                             f"{nbytes / v / 1e9:.2f}"])
-    print_table(f"All-reduce of ResNet-18 gradients ({len(resnet18_grad_sizes())} tensors, "
-                f"{nbytes / 1e6:.1f} MB float32), 2 ranks: ms per step",
-                ["variant", "messages", "ms", "GB/s of gradients"], rows)
+        sides.append(Side("PyTorch", "dist:torch_allreduce_side", {"repeat": args.repeat},
+                          needs="torch"))
+    res = _harness.compare(sides, threads=1, rounds=args.rounds)
+    nbytes = 4 * sum(sizes)
+    rows = []
+    for side, metric, label, messages in (
+            ("singa", "per tensor", "singa communicator (mpi4py, zero-copy), per tensor",
+             len(sizes)),
+            ("singa", "per tensor via NumPy copies", "singa communicator through NumPy "
+             "copies, per tensor", len(sizes)),
+            ("C++", "per tensor", "C++ MPI_Allreduce, per tensor", len(sizes)),
+            ("singa", "fused buckets", "singa communicator (mpi4py, zero-copy), fused "
+             "buckets", len(buckets)),
+            ("C++", "fused buckets", "C++ MPI_Allreduce, fused buckets (memcpy in and out)",
+             len(buckets)),
+            ("singa", "step unfused float32", "singa DistOpt step, unfused float32", ""),
+            ("singa", "step fused float32", "singa DistOpt step, fused float32", ""),
+            ("singa", "step unfused float16", "singa DistOpt step, unfused float16", ""),
+            ("singa", "step fused float16", "singa DistOpt step, fused float16", ""),
+            ("PyTorch", "per tensor", "PyTorch gloo, per tensor", len(sizes)),
+            ("PyTorch", "25 MB buckets (DDP)", "PyTorch gloo, 25 MB buckets (as DDP)", "")):
+        if side not in res:
+            continue
+        t = res[side].median(metric)
+        rows.append([label, messages, f"{1e3 * t:.1f}", f"{1e3 * res[side].min(metric):.1f}",
+                     f"{nbytes / t / 1e9:.2f}"])
+    print_table(f"All-reduce of ResNet-18 gradients ({len(sizes)} tensors, {nbytes / 1e6:.1f} "
+                "MB float32) between 2 ranks: ms per step (best of "
+                f"{args.repeat} steps per run)",
+                ["variant", "messages", "median ms", "min ms", "GB/s"], rows)
+    print(_harness.describe(args.rounds))
 
 
 if __name__ == "__main__":
