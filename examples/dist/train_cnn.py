@@ -51,7 +51,8 @@ def parse_args(argv):
     ap.add_argument("--max-steps", type=int, default=None,
                     help="stop after this many steps (smoke tests, benchmarks)")
     ap.add_argument("--threads", type=int, default=None,
-                    help="CPU threads per rank (default: this host's cores / its ranks)")
+                    help="CPU threads per rank (default: DistOpt's share, the host's cores "
+                         "divided by its ranks)")
     ap.add_argument("--seed", type=int, default=0)
     return ap.parse_args(argv)
 
@@ -77,8 +78,8 @@ def main(argv=None):
     sgd = opt.SGD(lr=lr, momentum=0.9, weight_decay=5e-4)
     dist = opt.DistOpt(sgd)
     rank, world = dist.global_rank, dist.world_size
-    singa.set_num_threads(args.threads or
-                          max(1, (os.cpu_count() or 1) // dist.communicator.local_size))
+    if args.threads:     # DistOpt already gave each rank its share of the cores
+        singa.set_num_threads(args.threads)
     dev = single.get_device(args.device)
     dev.SetRandSeed(args.seed)   # the same initial parameters on every rank
 

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+import singa
 from singa import autograd, device, layer, model, opt, tensor
 
 STEPS = 10
@@ -212,7 +213,9 @@ def errors(dist):
 def main(scenario, outdir):
     dist = opt.DistOpt(opt.SGD())
     rank = dist.global_rank
-    out = {"world_size": np.array(dist.world_size), "local_rank": np.array(dist.local_rank)}
+    out = {"world_size": np.array(dist.world_size), "local_rank": np.array(dist.local_rank),
+           "threads": np.array(singa.get_num_threads()),
+           "cores": np.array(len(os.sched_getaffinity(0)))}
     if scenario == "fail":
         fail(dist, rank)
     elif scenario == "collectives":

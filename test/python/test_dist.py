@@ -36,16 +36,19 @@ def find_mpiexec():
     return shutil.which("mpiexec")
 
 
-def mpirun(args, timeout, n=2):
+def mpirun(args, timeout, n=2, threads=1):
     mpiexec = find_mpiexec()
     assert mpiexec, "mpi4py is installed but no mpiexec was found beside the interpreter or on PATH"
     env = dict(os.environ)
-    # The ranks import the singa this process imported; one thread each,
-    # since the ranks share the machine's cores.
+    # The ranks import the singa this process imported; one thread each
+    # (threads=None leaves the choice to DistOpt), since the ranks share the
+    # machine's cores.
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(singa.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, HERE,
                                                       env.get("PYTHONPATH")]))
-    env["OMP_NUM_THREADS"] = "1"
+    env.pop("OMP_NUM_THREADS", None)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     start = time.monotonic()
     proc = subprocess.run([mpiexec, "-n", str(n), sys.executable, *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -112,9 +115,15 @@ def three_ranks(tmp_path_factory):
     """The collectives on three ranks (uneven float16 slices, 3-way sums)."""
     out = tmp_path_factory.mktemp("dist3")
     proc, _ = mpirun([os.path.join(HERE, "dist_worker.py"), "collectives", out], timeout=180,
-                     n=3)
+                     n=3, threads=None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [dict(np.load(out / f"collectives_{r}.npz")) for r in range(3)]
+
+
+@needs_mpi
+def test_ranks_on_one_host_share_its_cores(three_ranks):
+    for res in three_ranks:   # launched without OMP_NUM_THREADS
+        assert int(res["threads"]) == max(1, int(res["cores"]) // 3)
 
 
 @pytest.fixture(params=[2, 3], ids=["2 ranks", "3 ranks"])

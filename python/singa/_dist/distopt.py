@@ -23,6 +23,7 @@ methods of SINGA's C++ ``Communicator``: MPI for host tensors (see
 """
 
 import numbers
+import os
 
 from singa import autograd
 from singa import singa_wrap as _cw
@@ -55,6 +56,22 @@ def _as_count(value, name):
     return int(value)
 
 
+def _share_cores(local_ranks):
+    """Ranks on one host share its cores. As torchrun does, each rank gets
+    its share of the threads unless OMP_NUM_THREADS chooses: threads that
+    outnumber the cores spin against each other and run several times
+    slower."""
+    if local_ranks <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    share = max(1, cores // local_ranks)
+    if _cw.GetNumThreads() > share:
+        _cw.SetNumThreads(share)
+
+
 class DistOpt:
     """Data-parallel wrapper of an optimizer (SINGA's ``opt.DistOpt``).
 
@@ -70,6 +87,11 @@ class DistOpt:
 
     Attributes: ``world_size``, ``local_rank`` (rank on this host),
     ``global_rank``, ``opt``, ``communicator``.
+
+    With several ranks on one host and no OMP_NUM_THREADS set, each rank's
+    CPU threads are lowered to its share of the host's cores. An uncaught
+    exception on any rank ends the whole job (MPI_Abort) after printing
+    its traceback.
     """
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
@@ -101,6 +123,7 @@ class DistOpt:
             if given is not None and _as_count(given, name) != actual:
                 raise ValueError(f"DistOpt: {name}={given} but MPI started this process with "
                                  f"{name} {actual}; leave it out under mpiexec")
+        _share_cores(self.communicator.local_size)
         self._sparse_acc = []      # residuals of backward_and_sparse_update, per bucket
         self._partial_chunks = None
         self._partial_next = 0
