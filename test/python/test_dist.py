@@ -66,6 +66,41 @@ def ranks(tmp_path_factory):
     return res
 
 
+# ---- zero-copy host buffers (no MPI needed) ----
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_host_buffer_views_the_tensor_memory(dtype):
+    from singa import singa_wrap, tensor
+    a = np.arange(12).reshape(3, 4).astype(dtype)
+    t = tensor.from_numpy(a)
+    view = memoryview(singa_wrap.HostBuffer(t.data))
+    assert (view.format, view.itemsize, view.shape, view.readonly) == \
+        (np.dtype(dtype).char, a.itemsize, (12,), False)
+    arr = np.asarray(singa_wrap.HostBuffer(t.data))
+    arr[5] = 42                                  # writes reach the tensor
+    a.reshape(-1)[5] = 42
+    np.testing.assert_array_equal(t.numpy(), a)
+    col = tensor.from_numpy(a)[:, 1:2].contiguous()   # a contiguous slice of a copy
+    np.testing.assert_array_equal(np.asarray(singa_wrap.HostBuffer(col.data)), a[:, 1])
+
+
+def test_host_buffer_keeps_the_memory_alive():
+    from singa import singa_wrap, tensor
+    t = tensor.from_numpy(np.full(1000, 7, np.float32))
+    arr = np.asarray(singa_wrap.HostBuffer(t.data))
+    del t
+    np.testing.assert_array_equal(arr, 7)        # the Block outlives the tensor
+
+
+def test_host_buffer_refuses_what_it_cannot_export():
+    from singa import singa_wrap, tensor
+    t = tensor.from_numpy(np.ones((3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"shape \(4, 3\).*not contiguous"):
+        singa_wrap.HostBuffer(t.data.Transpose())
+    with pytest.raises(ValueError, match="no storage"):
+        singa_wrap.HostBuffer(singa_wrap.Tensor())
+
+
 # ---- the launcher and the missing extra ----
 
 def test_distopt_without_mpi_names_the_extra(monkeypatch):
