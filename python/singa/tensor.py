@@ -395,22 +395,22 @@ class Tensor:
         return NotImplemented if s is None else _wrap(fn_scalar(self.data, s))
 
     def __lt__(self, o):
-        return self._compare(o, _cw.LT, _cw.LTScalar)
+        return self._compare(o, _cw.Less, _cw.LessScalar)
 
     def __le__(self, o):
-        return self._compare(o, _cw.LE, _cw.LEScalar)
+        return self._compare(o, _cw.LessEqual, _cw.LessEqualScalar)
 
     def __gt__(self, o):
-        return self._compare(o, _cw.GT, _cw.GTScalar)
+        return self._compare(o, _cw.Greater, _cw.GreaterScalar)
 
     def __ge__(self, o):
-        return self._compare(o, _cw.GE, _cw.GEScalar)
+        return self._compare(o, _cw.GreaterEqual, _cw.GreaterEqualScalar)
 
     def __eq__(self, o):
-        return self._compare(o, _cw.EQ, _cw.EQScalar)
+        return self._compare(o, _cw.Equal, _cw.EqualScalar)
 
     def __ne__(self, o):
-        r = self._compare(o, _cw.EQ, _cw.EQScalar)
+        r = self._compare(o, _cw.Equal, _cw.EqualScalar)
         return r if r is NotImplemented else _wrap(_cw.Not(r.data))
 
 

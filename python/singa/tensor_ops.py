@@ -74,8 +74,8 @@ def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into):
 
 _BINARY = {
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
-    "minimum": "Minimum", "maximum": "Maximum", "lt": "LT", "le": "LE",
-    "gt": "GT", "ge": "GE", "eq": "EQ", "logical_and": "And",
+    "minimum": "Minimum", "maximum": "Maximum", "lt": "Less", "le": "LessEqual",
+    "gt": "Greater", "ge": "GreaterEqual", "eq": "Equal", "logical_and": "And",
     "logical_or": "Or", "logical_xor": "Xor",
 }
 for _name, _c in _BINARY.items():

@@ -27,7 +27,7 @@ class ReLU(Operator):
         return _cw.ReLU(x)
 
     def backward(self, dy):
-        return _cw.Mul(dy, _cw.GTScalar(self._x, 0.0))
+        return _cw.Mul(dy, _cw.GreaterScalar(self._x, 0.0))
 
 
 def relu(x):
@@ -78,7 +78,7 @@ class LeakyRelu(Operator):
 
     def backward(self, dy):
         # slope = 1 where x > 0, alpha elsewhere, as alpha + (1 - alpha) [x > 0]
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         return _cw.Mul(dy, _cw.AddScalar(_cw.MulScalar(pos, 1.0 - self.alpha), self.alpha))
 
 
@@ -104,7 +104,7 @@ class Elu(Operator):
         return y
 
     def backward(self, dy):
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         return _cw.Mul(dy, _cw.Where(pos, pos, _cw.AddScalar(self._y, self.alpha)))
 
 
@@ -129,7 +129,7 @@ class SeLU(Operator):
 
     def backward(self, dy):
         # below zero: gamma alpha e^x = y + gamma alpha
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         slope = _cw.Where(pos, _cw.MulScalar(pos, self.gamma),
                           _cw.AddScalar(self._y, self.gamma * self.alpha))
         return _cw.Mul(dy, slope)
@@ -149,7 +149,7 @@ class PRelu(Operator):
 
     def backward(self, dy):
         x, slope = self._x, self._slope
-        pos = _cw.GTScalar(x, 0.0)
+        pos = _cw.GreaterScalar(x, 0.0)
         dx = _cw.Mul(dy, _cw.Where(pos, pos, slope))
         dslope = _cw.Mul(dy, _cw.MinimumScalar(x, 0.0))
         return unbroadcast(dx, x.shape()), unbroadcast(dslope, slope.shape())
@@ -200,7 +200,7 @@ class HardSigmoid(Operator):
     def backward(self, dy):
         # slope alpha strictly inside (0, 1), zero where clipped
         y = self._y
-        inside = _cw.Mul(_cw.GTScalar(y, 0.0), _cw.LTScalar(y, 1.0))
+        inside = _cw.Mul(_cw.GreaterScalar(y, 0.0), _cw.LessScalar(y, 1.0))
         return _cw.Mul(dy, _cw.MulScalar(inside, self.alpha))
 
 

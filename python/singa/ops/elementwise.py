@@ -157,17 +157,17 @@ class _NoGrad2(Operator):
 
 class Less(_NoGrad2):
     """a < b (ONNX Less)."""
-    fn = _cw.LT
+    fn = _cw.Less
 
 
 class Greater(_NoGrad2):
     """a > b (ONNX Greater)."""
-    fn = _cw.GT
+    fn = _cw.Greater
 
 
 class Equal(_NoGrad2):
     """a == b (ONNX Equal)."""
-    fn = _cw.EQ
+    fn = _cw.Equal
 
 
 class And(_NoGrad2):
@@ -290,7 +290,7 @@ class _Extremum(Operator):
         taken = None
         grads = []
         for x in self._xs:
-            hit = _cw.EQ(x, y)
+            hit = _cw.Equal(x, y)
             if taken is not None:
                 hit = _cw.Mul(hit, _cw.ScalarSub(1.0, taken))
                 taken = _cw.Add(taken, hit)

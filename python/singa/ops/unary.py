@@ -285,7 +285,7 @@ class Clip(Operator):
     def forward(self, x):
         lo = -math.inf if self.min is None else self.min
         hi = math.inf if self.max is None else self.max
-        self._inside = _cw.Mul(_cw.GEScalar(x, lo), _cw.LEScalar(x, hi))
+        self._inside = _cw.Mul(_cw.GreaterEqualScalar(x, lo), _cw.LessEqualScalar(x, hi))
         return _cw.Clip(x, lo, hi)
 
     def backward(self, dy):
