@@ -8,7 +8,7 @@ import builtins
 import numbers
 
 from singa import singa_wrap as _cw
-from singa.tensor import Tensor, _wrap, _scalar, _check_shape
+from singa._tensor import Tensor, _wrap, _scalar, _check_shape
 
 __all__ = []
 

@@ -1,10 +1,9 @@
 """singa's autograd operators, by family.
 
-Each family module (activation, unary, elementwise, linalg, reduce, shape,
-indexing, conv, norm, loss) defines Operator classes and a function form per class
-(``ReLU`` and ``relu``); ``singa.autograd`` re-exports all of them. The
-helpers below are shared by the families and are defined before the
-families are imported, which they import from here.
+Each family module (see FAMILIES) defines Operator classes and a function
+form per class (``ReLU`` and ``relu``); ``singa.autograd`` re-exports all
+of them. The helpers below are shared by the families and are defined
+before the families are imported, which they import from here.
 """
 
 import numbers
@@ -84,6 +83,15 @@ def product(shape):
     return p
 
 
+# The families, in the order singa.autograd imports them.
+FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
+            "conv", "norm", "loss")
+
+# singa.autograd defines the Operator engine and then imports every family
+# (which import the helpers above from this package). Importing it here,
+# before the families, gives one order whichever module is imported first.
+import singa.autograd  # noqa: E402,F401
+
 from singa.ops.activation import *  # noqa: E402,F401,F403
 from singa.ops.unary import *  # noqa: E402,F401,F403
 from singa.ops.elementwise import *  # noqa: E402,F401,F403
@@ -97,6 +105,4 @@ from singa.ops.loss import *  # noqa: E402,F401,F403
 
 # The function ``shape`` shadows the submodule of that name, so the family
 # modules are looked up in sys.modules.
-FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
-            "conv", "norm", "loss")
 __all__ = [n for f in FAMILIES for n in sys.modules[f"singa.ops.{f}"].__all__]
