@@ -10,6 +10,7 @@ import numbers
 import sys
 
 from singa import singa_wrap as _cw
+from singa.tensor import Tensor, _wrap
 
 CTensor = _cw.Tensor
 
@@ -83,8 +84,33 @@ def product(shape):
     return p
 
 
+def operands(where, a, b):
+    """a and b as Tensors; a number becomes a 0-d constant (no gradient)
+    with the other operand's dtype and device, so the graph stays made of
+    tensors."""
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    if a_t and b_t:
+        return a, b
+    if a_t and _is_number(b):
+        return a, _const_tensor(b, a)
+    if b_t and _is_number(a):
+        return _const_tensor(a, b), b
+    raise TypeError(f"{where}: expected Tensors or numbers, got "
+                    f"{type(a).__name__} and {type(b).__name__}")
+
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _const_tensor(value, like):
+    t = _wrap(constant(value, like.data))
+    t.requires_grad = False
+    return t
+
+
 # The families, in the order singa.autograd imports them.
-FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
+FAMILIES = ("generated", "activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
             "conv", "norm", "loss")
 
 # singa.autograd defines the Operator engine and then imports every family
@@ -92,6 +118,7 @@ FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "
 # before the families, gives one order whichever module is imported first.
 import singa.autograd  # noqa: E402,F401
 
+from singa.ops.generated import *  # noqa: E402,F401,F403
 from singa.ops.activation import *  # noqa: E402,F401,F403
 from singa.ops.unary import *  # noqa: E402,F401,F403
 from singa.ops.elementwise import *  # noqa: E402,F401,F403
@@ -106,3 +133,6 @@ from singa.ops.loss import *  # noqa: E402,F401,F403
 # The function ``shape`` shadows the submodule of that name, so the family
 # modules are looked up in sys.modules.
 __all__ = [n for f in FAMILIES for n in sys.modules[f"singa.ops.{f}"].__all__]
+_twice = {n for n in __all__ if __all__.count(n) > 1}
+if _twice:
+    raise ImportError(f"singa.ops: {sorted(_twice)} defined by more than one family")
