@@ -101,6 +101,17 @@ def _gelu_grad(x, dy):
     return _cw.Mul(dy, _cw.Add(cdf, _cw.Mul(x, pdf)))
 
 
+def _gelu_tanh_grad(x, dy):
+    # y = x (1 + t) / 2 with t = tanh(c x (1 + k x^2)):
+    # dy/dx = (1 + t) / 2 + x (1 - t^2) c (1 + 3 k x^2) / 2
+    c, k = math.sqrt(2 / math.pi), 0.044715
+    x2 = _cw.Square(x)
+    t = _cw.Tanh(_cw.MulScalar(_cw.Mul(x, _cw.AddScalar(_cw.MulScalar(x2, k), 1.0)), c))
+    dt = _cw.Mul(_cw.ScalarSub(1.0, _cw.Square(t)), _cw.AddScalar(_cw.MulScalar(x2, 3 * k), 1.0))
+    slope = _cw.Add(_cw.AddScalar(t, 1.0), _cw.MulScalar(_cw.Mul(x, dt), c))
+    return _cw.Mul(dy, _cw.MulScalar(slope, 0.5))
+
+
 def _one_minus_x2(x):
     return _cw.ScalarSub(1.0, _cw.Square(x))
 
@@ -141,6 +152,9 @@ UNARY = [
           onnx="Erf", doc="The error function; d/dx = 2 / sqrt(pi) e^(-x^2)."),
     Unary("Gelu", _gelu_grad, onnx="Gelu", attrs={"approximate": "none"}, opset=20,
           doc="x Phi(x), Phi the standard normal CDF; d/dx = Phi(x) + x phi(x)."),
+    Unary("GeluTanh", _gelu_tanh_grad, fn="gelu_tanh", onnx="Gelu",
+          attrs={"approximate": "tanh"}, opset=20,
+          doc="x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2, Gelu's tanh form."),
     Unary("Sin", lambda x, dy: _cw.Mul(dy, _cw.Cos(x)), onnx="Sin", doc="sin x; d/dx = cos x."),
     Unary("Cos", lambda x, dy: _cw.Mul(dy, _cw.Neg(_cw.Sin(x))), onnx="Cos",
           doc="cos x; d/dx = -sin x."),

@@ -65,6 +65,8 @@ UNARY_REF = {
     "SoftSign": (lambda x: x / (1 + np.abs(x)), Dom(-3, 3)),
     "Erf": (_erf, Dom(-2, 2)),
     "Gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), Dom(-3, 3)),
+    "GeluTanh": (lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) *
+                                                  (x + 0.044715 * x ** 3))), Dom(-3, 3)),
     "Sin": (np.sin, Dom(-3, 3)),
     "Cos": (np.cos, Dom(-3, 3)),
     "Tan": (np.tan, Dom(-1.2, 1.2)),

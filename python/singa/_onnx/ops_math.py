@@ -33,17 +33,9 @@ def _attr_or_default(n, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _gelu_tanh_composed(n):
-    # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-    x = n.x(0)
-    cube = F.mul(F.mul(F.mul(x, x), x), 0.044715)
-    inner = F.add(F.tanh(F.mul(F.add(x, cube), math.sqrt(2.0 / math.pi))), 1.0)
-    return F.mul(F.mul(x, inner), 0.5)
-
-
 # Attribute values of a table operator that no row covers, run as a
 # composition of other ops: ONNX type -> handler.
-COMPOSED = {"Gelu": _gelu_tanh_composed}
+COMPOSED = {}
 
 
 def _row_importer(onnx_type, rows):
