@@ -128,8 +128,7 @@ def _torch_cases(torch):
 
 
 @pytest.mark.parametrize("name,make", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
-def test_matches_pytorch(name, make):
-    torch = pytest.importorskip("torch")
+def test_matches_pytorch(name, make, torch):
     p0, grads = _param_and_grads(seed=1)
     got = _run_singa(make(), p0, grads)
     tp = torch.nn.Parameter(torch.tensor(p0))
