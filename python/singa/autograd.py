@@ -377,11 +377,10 @@ def gradients(y, dy=None):
 
 
 def _import_operators():
-    """Copies every family's operators and functions from singa.ops into
-    this module. The families are imported one by one, not through
-    ``from singa.ops import *``: when singa.ops is imported first, it is
-    still half-initialised here, and a star import would silently bring
-    nothing."""
+    """Copies the operators and functions of singa.ops into this module.
+    singa.ops imports this module before its families, so when it is
+    imported first it is still half-initialised here: its families are then
+    imported one by one (a star import would silently bring nothing)."""
     import importlib
     ops = importlib.import_module("singa.ops")
     names = []

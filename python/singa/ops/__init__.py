@@ -7,7 +7,6 @@ before the families are imported, which they import from here.
 """
 
 import numbers
-import sys
 
 from singa import singa_wrap as _cw
 from singa.tensor import Tensor, _wrap
@@ -109,30 +108,32 @@ def _const_tensor(value, like):
     return t
 
 
-# The families, in the order singa.autograd imports them.
-FAMILIES = ("generated", "activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
-            "conv", "norm", "loss")
+# The families, in the order their names are gathered; a new family module
+# is added here and nowhere else.
+FAMILIES = ("generated", "activation", "unary", "elementwise", "linalg", "reduce", "shape",
+            "indexing", "conv", "norm", "loss")
 
 # singa.autograd defines the Operator engine and then imports every family
 # (which import the helpers above from this package). Importing it here,
 # before the families, gives one order whichever module is imported first.
 import singa.autograd  # noqa: E402,F401
 
-from singa.ops.generated import *  # noqa: E402,F401,F403
-from singa.ops.activation import *  # noqa: E402,F401,F403
-from singa.ops.unary import *  # noqa: E402,F401,F403
-from singa.ops.elementwise import *  # noqa: E402,F401,F403
-from singa.ops.linalg import *  # noqa: E402,F401,F403
-from singa.ops.reduce import *  # noqa: E402,F401,F403
-from singa.ops.shape import *  # noqa: E402,F401,F403
-from singa.ops.indexing import *  # noqa: E402,F401,F403
-from singa.ops.conv import *  # noqa: E402,F401,F403
-from singa.ops.norm import *  # noqa: E402,F401,F403
-from singa.ops.loss import *  # noqa: E402,F401,F403
 
-# The function ``shape`` shadows the submodule of that name, so the family
-# modules are looked up in sys.modules.
-__all__ = [n for f in FAMILIES for n in sys.modules[f"singa.ops.{f}"].__all__]
-_twice = {n for n in __all__ if __all__.count(n) > 1}
-if _twice:
-    raise ImportError(f"singa.ops: {sorted(_twice)} defined by more than one family")
+def _gather():
+    """Every family's __all__, copied into this package. The families are
+    looked up with importlib: the function ``shape`` replaces the submodule
+    of that name here."""
+    import importlib
+    names = []
+    for family in FAMILIES:
+        module = importlib.import_module(f"singa.ops.{family}")
+        for n in module.__all__:
+            globals()[n] = getattr(module, n)
+        names += module.__all__
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ImportError(f"singa.ops: {twice} defined by more than one family")
+    return names
+
+
+__all__ = _gather()
