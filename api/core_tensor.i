@@ -111,6 +111,7 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

@@ -147,6 +147,10 @@ Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+// y += scale * alpha[0] * x, where alpha is a one-element float32 tensor on
+// y's device read when the work runs (a learning rate that a schedule
+// updates in place, so recorded graphs use its current value).
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.

@@ -82,15 +82,17 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) 
       MulScalarInto(*c, beta, c);
     return;
   }
-  SINGA_LANG_SWITCH(c->device(), Lang, c->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(c->data_type(), T, name,
+  CheckComputeType(name, a.data_type());
+  Tensor tc = *c;
+  SINGA_LANG_SWITCH(tc.device(), Lang, tc.device()->Exec(
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(tc.data_type(), T,
                           Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, alpha,
                                            ta.data<T>(), va.ld, tb.data<T>(),
-                                           vb.ld, beta, c->mutable_data<T>(),
+                                           vb.ld, beta, tc.mutable_data<T>(),
                                            vc.ld));
       },
-      {ta.block(), tb.block(), c->block()}, {c->block()}));
+      {ta.block(), tb.block(), tc.block()}, {tc.block()}));
 }
 
 Tensor Mult(const Tensor& a, const Tensor& b) {
@@ -153,9 +155,10 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
     out.SetValue(0.f);
     return out.Reshape(final_shape);
   }
+  CheckComputeType(name, a.data_type());
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(out.data_type(), T, name, {
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(out.data_type(), T, {
           for (int64_t i = 0; i < nbatch; ++i) {
             int64_t oa = 0, ob = 0, r = i;
             for (size_t d = batch.size(); d-- > 0;) {
@@ -174,11 +177,57 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   return out.Reshape(final_shape);
 }
 
-void Axpy(float alpha, const Tensor& x, Tensor* y) {
-  SINGA_CHECK(x.Size() == y->Size(), ShapeError, "Axpy: shapes ", x.shape(),
-              " and ", y->shape(), " differ in size");
+namespace {
+// y += alpha * x, or y += alpha * alpha_src[0] when alpha_src is given: a
+// one-element float32 tensor read when the work runs, so recorded work
+// picks up its current value.
+void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
+              Tensor* y) {
+  CheckSameDevice(name, x, *y);
+  CheckSameDtype(name, x, *y);
+  SINGA_CHECK(x.Size() == y->Size(), ShapeError, name, ": shapes ", x.shape(), " and ",
+              y->shape(), " differ in size");
+  if (alpha_src) {
+    CheckSameDevice(name, *alpha_src, *y);
+    SINGA_CHECK(alpha_src->Size() == 1, ShapeError, name,
+                ": alpha must have one element, got shape ", alpha_src->shape());
+    SINGA_CHECK(alpha_src->data_type() == kFloat32, DtypeError, name,
+                ": alpha must be float32, got ", DataTypeName(alpha_src->data_type()));
+  }
+  if (y->Size() == 0) return;
   Tensor xs = x.shape() == y->shape() ? x : x.Reshape(y->shape());
-  AddInto(*y, MulScalar(xs, alpha), y);
+  if (y->data_type() != kFloat32 || !y->device()->is_host()) {
+    // float16 and int32 go through the element-wise ops, as do devices
+    // whose kernels cannot read alpha on the host.
+    Tensor scaled;
+    if (alpha_src) {
+      Tensor k = MulScalar(alpha_src->Reshape({}), alpha);
+      scaled = Mul(xs, k.data_type() == xs.data_type() ? k : k.AsType(xs.data_type()));
+    } else {
+      scaled = MulScalar(xs, alpha);
+    }
+    AddInto(*y, scaled, y);
+    return;
+  }
+  Tensor xa = Unaliased(xs, *y);
+  ElemSpace sp = MakeElemSpace(y->shape(), {&y->stride(), &xa.stride(), &y->stride()});
+  Tensor o = *y;
+  Tensor a = alpha_src ? *alpha_src : Tensor();
+  const bool has_src = alpha_src != nullptr;
+  o.device()->Exec(
+      [sp, xa, o, a, has_src, alpha](Context*) mutable {
+        const float k = has_src ? alpha * a.data<float>()[0] : alpha;
+        Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
+                                o.mutable_data<float>(), op::AxpyOp{k});
+      },
+      {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
+}
+}  // namespace
+
+void Axpy(float alpha, const Tensor& x, Tensor* y) { AxpyImpl("Axpy", alpha, nullptr, x, y); }
+
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
+  AxpyImpl("AxpyTensor", scale, &alpha, x, y);
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {
@@ -304,10 +353,10 @@ Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis) {
   for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
   for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
   const size_t row = inner * SizeOf(x.data_type());
-  const char* src = static_cast<const char*>(xc.raw_data());
-  char* dst = static_cast<char*>(out.mutable_raw_data());
   out.device()->Exec(
-      [&](Context*) {
+      [=](Context*) mutable {
+        const char* src = static_cast<const char*>(xc.raw_data());
+        char* dst = static_cast<char*>(out.mutable_raw_data());
 #pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
         for (int64_t o = 0; o < outer; ++o)
           for (int64_t i = 0; i < m; ++i)
@@ -349,6 +398,7 @@ void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
               " does not fit ", want, " (", pos.size(), " positions along axis ", ax,
               " of ", dst->shape(), ")");
   if (src.Size() == 0) return;
+  CheckComputeType(op, dst->data_type());
   if (!dst->IsContiguous()) {
     Tensor tmp = dst->Clone();
     IndexAdd(&tmp, idx, src, axis);
@@ -360,12 +410,13 @@ void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
   const int64_t n = dst->shape()[ax];
   for (size_t i = 0; i < ax; ++i) outer *= dst->shape()[i];
   for (size_t i = ax + 1; i < dst->nDim(); ++i) inner *= dst->shape()[i];
-  dst->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(dst->data_type(), T, op,
-                          AddRows(dst->mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
+  Tensor d = *dst;
+  d.device()->Exec(
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(d.data_type(), T,
+                          AddRows(d.mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
       },
-      {sc.block()}, {dst->block()});
+      {sc.block(), d.block()}, {d.block()});
 }
 
 }  // namespace singa
