@@ -338,8 +338,7 @@ def test_set_states_restores_scheduled_values(make):
     np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
 
 
-def test_adam_bias_correction_holds_over_many_steps():
-    torch = pytest.importorskip("torch")
+def test_adam_bias_correction_holds_over_many_steps(torch):
     rng = np.random.default_rng(5)
     p0 = rng.standard_normal((6,)).astype(np.float32)
     o = opt.Adam(lr=0.01)
