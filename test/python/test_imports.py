@@ -116,3 +116,13 @@ def test_shadowed_names_still_work():
     np.testing.assert_array_equal(tensor.min(t, axis=1).numpy(), [-2.5, 0.5])
     np.testing.assert_array_equal(tensor.abs(t).numpy(), [[1.5, 2.5], [3.0, 0.5]])
     np.testing.assert_array_equal(tensor.round(t).numpy(), [[2.0, -3.0], [3.0, 1.0]])
+
+
+@pytest.mark.skipif(not HAVE_ONNX, reason="needs onnx")
+def test_onnx_op_table_complete_whichever_module_comes_first():
+    code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+            "from singa._onnx.registry import OPS; print(len(OPS))")
+    counts = {m: subprocess.run([sys.executable, "-c", code, m], capture_output=True,
+                                text=True, timeout=300, check=True).stdout.strip()
+              for m in ("singa._onnx.registry", "singa._onnx.ops_nn", "singa.sonnx")}
+    assert len(set(counts.values())) == 1 and int(counts["singa.sonnx"]) > 100, counts

@@ -123,7 +123,6 @@ def test_every_row_has_a_reference_row():
 @pytest.mark.parametrize("op", [r.op for r in opdefs.ROWS])
 def test_every_layer_has_the_op(op):
     pytest.importorskip("onnx")
-    import singa.sonnx  # noqa: F401  (registers the importer's handlers)
     from singa._onnx.export_ops import EXPORTERS, FALLBACKS
     from singa._onnx.registry import OPS
     from singa._onnx import fn as F
