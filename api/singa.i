@@ -60,4 +60,5 @@
 %include "core_device.i"
 %include "core_tensor.i"
 %include "core_nn.i"
+%include "host_buffer.i"
 %include "core_cpu.i"
