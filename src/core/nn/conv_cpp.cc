@@ -135,16 +135,10 @@ void RunNn(const std::vector<NnJob>& jobs) {
       const int64_t plane = int64_t(j.grid.gh) * j.grid.gw;
       const int64_t per_item = std::clamp<int64_t>(
           slab / plane, 1, std::max<int64_t>(1, CeilDiv(j.grid.n, 2 * threads)));
-      const int64_t groups = CeilDiv(j.grid.n, per_item);
-      const int taps = j.scatter->tr * j.scatter->tc;
-      const int64_t chunks = std::min<int64_t>(
-          j.scatter->channels, std::max<int64_t>(1, CeilDiv(2 * threads, groups)));
-      const int64_t per = CeilDiv(j.scatter->channels, chunks) * taps;
       for (int64_t b = 0; b < j.grid.n; b += per_item)
-        for (int64_t m0 = 0; m0 < j.M; m0 += per)
-          items.push_back(Item{int(ji), b * plane,
-                               std::min<int64_t>(j.grid.n, b + per_item) * plane,
-                               slab, int(m0), int(std::min<int64_t>(j.M, m0 + per))});
+        items.push_back(Item{int(ji), b * plane,
+                             std::min<int64_t>(j.grid.n, b + per_item) * plane,
+                             slab, 0, j.M});
     } else {
       // Enough slabs to keep every thread busy when there are pixels enough.
       slab = std::min(slab, std::max<int64_t>(cols, CeilDiv(N, 4 * threads) /
@@ -280,34 +274,65 @@ void BackwardDataScatter(const float* dy, const float* w, float* dx,
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;
-  const int K = cg * p.kh * p.kw;  // rows of w^T per group
+  const int kk = p.kh * p.kw, K = cg * kk;  // rows of w^T per group
+  // Threads split the images; when there are too few, the input channels
+  // too, as separate jobs (a job's rows are its channels' taps).
+  const int threads = ThreadsFor(int64_t(p.n) * P * p.oc * K);
+  const int chunks = int(std::min<int64_t>(
+      cg, std::max<int64_t>(1, CeilDiv(2 * threads, p.n))));
+  const int per = int(CeilDiv(cg, chunks));
+  // Rows of w^T are (cc, ki, kj), or (ki, kj, cc) when the reduction over mg
+  // is short: then the stalls ScatterTile avoids by numbering rows channel
+  // fastest cost more than the wider spread of its writes (measured on
+  // LeNet's second layer, mg = 50, against ResNet layers, mg >= 64).
+  const bool channel_fastest = mg < 64;
   float* wt = ThreadWork(size_t(p.groups) * K * mg, 1);
-  for (int g = 0; g < p.groups; ++g)
-    Transpose(w + int64_t(g) * mg * K, mg, K, wt + int64_t(g) * K * mg);
+  for (int g = 0; g < p.groups; ++g) {
+    if (!channel_fastest) {
+      Transpose(w + int64_t(g) * mg * K, mg, K, wt + int64_t(g) * K * mg);
+      continue;
+    }
+    for (int c0 = 0; c0 < cg; c0 += per) {
+      const int nc = std::min(per, cg - c0);
+      float* rows = wt + int64_t(g) * K * mg + int64_t(c0) * kk * mg;
+      for (int t = 0; t < kk; ++t)
+        for (int cc = 0; cc < nc; ++cc) {
+          float* row = rows + (int64_t(t) * nc + cc) * mg;
+          const float* src = w + (int64_t(g) * mg * cg + c0 + cc) * kk + t;
+          for (int m = 0; m < mg; ++m) row[m] = src[int64_t(m) * cg * kk];
+        }
+    }
+  }
   const ForwardTaps taps = MakeForwardTaps(p);
   const int zero = 0;
-  std::vector<TapRows> into(size_t(p.groups));
+  std::vector<TapRows> into;
+  into.reserve(size_t(p.groups) * chunks);
   std::vector<NnJob> jobs;
-  for (int g = 0; g < p.groups; ++g) {
-    into[size_t(g)] = InputRows(dx, p, taps, g);  // src unused: out is dx
-    NnJob j;
-    j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg, 1,
-                  1, &zero, &zero};
-    j.grid = Grid{p.n, oh, ow};
-    j.M = K;
-    j.a = wt + int64_t(g) * K * mg;
-    j.lda = mg;
-    j.bias = nullptr;
-    j.out = dx + int64_t(g) * cg * plane;
-    j.out_img = p.c * plane;
-    j.out_ch = plane;
-    j.obase = 0;
-    j.osy = p.w;
-    j.osx = 1;
-    j.kc = ChooseKc(mg);
-    j.scatter = &into[size_t(g)];
-    jobs.push_back(j);
-  }
+  for (int g = 0; g < p.groups; ++g)
+    for (int c0 = 0; c0 < cg; c0 += per) {
+      const int nc = std::min(per, cg - c0);
+      TapRows t = InputRows(dx, p, taps, g);  // src unused: out is dx
+      t.channels = nc;
+      t.channel_fastest = channel_fastest;
+      into.push_back(t);
+      NnJob j;
+      j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg, 1,
+                    1, &zero, &zero};
+      j.grid = Grid{p.n, oh, ow};
+      j.M = nc * kk;
+      j.a = wt + int64_t(g) * K * mg + int64_t(c0) * kk * mg;
+      j.lda = mg;
+      j.bias = nullptr;
+      j.out = dx + (int64_t(g) * cg + c0) * plane;
+      j.out_img = p.c * plane;
+      j.out_ch = plane;
+      j.obase = 0;
+      j.osy = p.w;
+      j.osx = 1;
+      j.kc = ChooseKc(mg);
+      j.scatter = &into.back();
+      jobs.push_back(j);
+    }
   const int64_t total = int64_t(p.n) * p.c * plane;
 #pragma omp parallel for schedule(static) if (total > kParallelMacs)
   for (int64_t i = 0; i < total; ++i) dx[i] = 0.f;

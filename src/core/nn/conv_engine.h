@@ -10,7 +10,9 @@
 // are taps: k = (c * tr + i) * tc + j reads channel c of the source shifted
 // by (offy[i], offx[j]): B[k][(b, qy, qx)] = src[b][c * cstride + y * sw + x]
 // with y = qy * ssy + offy[i] and x = qx * ssx + offx[j], and zero where
-// (y, x) falls outside the source's sh x sw plane (padding). A (weights) is a plain row-major matrix;
+// (y, x) falls outside the source's sh x sw plane (padding). Rows that
+// scatter (below) may instead be numbered channel-fastest,
+// k = (i * tc + j) * channels + c. A (weights) is a plain row-major matrix;
 // D (the output gradient) is read like B with a single tap per row. No
 // column matrix is ever built: the per-ISA code (conv_isa.cc) copies the
 // pieces of B a tile needs into a small packed buffer right before its
@@ -40,6 +42,7 @@ struct TapRows {
   int channels, tr, tc;
   const int* offy;  // tr entries
   const int* offx;  // tc entries
+  bool channel_fastest = false;
   int rows() const { return channels * tr * tc; }
 };
 
@@ -58,8 +61,8 @@ struct Grid {
 // row m is tap m of *scatter, and element (m, (b, qy, qx)) is added where
 // that tap reads for grid pixel (qy, qx) of image b (scatter->src is
 // ignored; `out` is the base it reads from). That is col2im fused into the
-// product; rows of different channels never touch the same output, and
-// neither do different images.
+// product. Different images never touch the same output, so threads split
+// a scatter job by images only.
 struct NnJob {
   TapRows b;
   Grid grid;

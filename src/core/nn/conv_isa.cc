@@ -217,7 +217,7 @@ typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
 // Short runs are the rule here (a feature-map row is often 4-32 floats), so
 // tails are done with one more vector overlapping the last full one rather
 // than a scalar loop.
-void Zero(float* d, int n) {
+inline __attribute__((always_inline)) void Zero(float* d, int n) {
   if (n >= kVW) {
     for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Vec{});
     Store(d + n - kVW, Vec{});
@@ -231,7 +231,7 @@ void Zero(float* d, int n) {
 }
 
 // d[0:n] = s[0:n]; d and s must not overlap.
-void Copy(float* __restrict d, const float* __restrict s, int n) {
+inline __attribute__((always_inline)) void Copy(float* __restrict d, const float* __restrict s, int n) {
   if (n >= kVW) {
     for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
     Store(d + n - kVW, Load(s + n - kVW));
@@ -430,6 +430,8 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
             for (int w = 0; w < kNnVecs; ++w)
               Store(o + w * kVW, Load(sv + w * kVW));
           }
+        } else if (r.len == kVW) {
+          for (int v = 0; v < n; ++v) Store(d + v * kstride, Load(s0 + ox[v]));
         } else {
           for (int v = 0; v < n; ++v) Copy(d + v * kstride, s0 + ox[v], r.len);
         }
@@ -456,19 +458,36 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
 // Adds rows [m0, m0 + mr) of a micro-tile (`tile`, kNnCols floats per row)
 // into the output through the taps of s, for the runs `runs` of the tile's
 // columns (starting at tile column `col0`).
-void ScatterTile(const TapRows& s, float* out, TapCursor at, int mr,
+// Channel-fastest row numbering lets a tile's rows go to different
+// channels: with taps fastest, consecutive rows add to overlapping pieces of
+// one output row, and each load would wait for the store just before it.
+void ScatterTile(const TapRows& s, float* out, int m0, int mr,
                  const float* tile, const Run* runs, int nruns, int col0) {
   int64_t coff[kNnRowChoices[0]];
   int oy[kNnRowChoices[0]], ox[kNnRowChoices[0]];
-  for (int row = 0; row < mr; ++row) {
-    coff[row] = at.c * s.cstride;
-    oy[row] = s.offy[at.i];
-    ox[row] = s.offx[at.j];
-    if (++at.j == s.tc) {
-      at.j = 0;
-      if (++at.i == s.tr) {
-        at.i = 0;
-        ++at.c;
+  if (s.channel_fastest) {
+    int c = m0 % s.channels, t = m0 / s.channels;
+    for (int row = 0; row < mr; ++row) {
+      coff[row] = c * s.cstride;
+      oy[row] = s.offy[t / s.tc];
+      ox[row] = s.offx[t % s.tc];
+      if (++c == s.channels) {
+        c = 0;
+        ++t;
+      }
+    }
+  } else {
+    TapCursor at(s, m0);
+    for (int row = 0; row < mr; ++row) {
+      coff[row] = at.c * s.cstride;
+      oy[row] = s.offy[at.i];
+      ox[row] = s.offx[at.j];
+      if (++at.j == s.tc) {
+        at.j = 0;
+        if (++at.i == s.tr) {
+          at.i = 0;
+          ++at.c;
+        }
       }
     }
   }
@@ -574,15 +593,12 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       const float* a = job.a + int64_t(m) * job.lda + k0;
       const float* bias = first && job.bias ? job.bias + m : nullptr;
       float* out_m = job.out + int64_t(m) * job.out_ch;
-      const TapCursor rows_at(job.scatter ? *job.scatter : job.b,
-                              job.scatter ? m : 0);
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
         if (job.scatter) {
           kernel(kc, a, job.lda, mr, bp, temp, kNnCols, nullptr, false);
-          ScatterTile(*job.scatter, job.out, rows_at, mr, temp,
-                      runs + panel_run[p],
+          ScatterTile(*job.scatter, job.out, m, mr, temp, runs + panel_run[p],
                       panel_run[p + 1] - panel_run[p], int(c0));
           continue;
         }
