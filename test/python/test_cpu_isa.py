@@ -1,0 +1,127 @@
+"""The CPU kernels' instruction-set families (singa/core/cpu_isa.h): every
+family this machine runs gives the same convolution, pooling, batch-norm and
+element-wise results as a float64 NumPy reference, and the family can be
+named, switched and capped from the environment."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from singa import singa_wrap as cw
+from singa import tensor
+
+FAMILIES = ("baseline", "avx2", "avx512")
+
+
+def available():
+    current = cw.CpuIsa()
+    found = []
+    try:
+        for name in FAMILIES:
+            try:
+                cw.SetCpuIsa(name)
+                found.append(name)
+            except ValueError:
+                pass
+    finally:
+        cw.SetCpuIsa(current)
+    return found
+
+
+@pytest.fixture(params=available())
+def isa(request):
+    current = cw.CpuIsa()
+    cw.SetCpuIsa(request.param)
+    yield request.param
+    cw.SetCpuIsa(current)
+
+
+def conv_ref(x, w, stride, pad):
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, oc, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            y[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w.astype(np.float64))
+    return y
+
+
+@pytest.mark.parametrize("shape", [((3, 5, 9, 11), (7, 5, 3, 3), 1, 1),
+                                   ((2, 4, 12, 13), (9, 4, 3, 3), 2, 1),
+                                   ((2, 6, 10, 10), (4, 6, 5, 5), 1, 2)])
+def test_conv_every_family(isa, shape):
+    xs, ws, s, p = shape
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    ref = conv_ref(x, w, s, p)
+    y = cw.Conv2dForward(tensor.from_numpy(x).data, tensor.from_numpy(w).data, cw.Tensor(),
+                         [s, s], [p] * 4, [1, 1], 1)
+    got = tensor.to_numpy(tensor.from_raw_tensor(y))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    # Backward passes: <dy, conv(x, w)> is bilinear, so its gradients are
+    # the adjoints; checked through the same identity in float64.
+    dy = rng.standard_normal(ref.shape).astype(np.float32)
+    dx = cw.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
+                               list(xs), [s, s], [p] * 4, [1, 1], 1)
+    dw = cw.Conv2dBackwardWeight(tensor.from_numpy(x).data, tensor.from_numpy(dy).data,
+                                 list(ws), [s, s], [p] * 4, [1, 1], 1)
+    dx = tensor.to_numpy(tensor.from_raw_tensor(dx)).astype(np.float64)
+    dw = tensor.to_numpy(tensor.from_raw_tensor(dw)).astype(np.float64)
+    for _ in range(3):
+        u = rng.standard_normal(xs)
+        v = rng.standard_normal(ws)
+        assert np.isclose((dx * u).sum(), (conv_ref(u, w, s, p) * dy).sum(), rtol=1e-4)
+        assert np.isclose((dw * v).sum(), (conv_ref(x, v, s, p) * dy).sum(), rtol=1e-4)
+
+
+def test_pool_norm_and_elementwise_every_family(isa):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 10, 34)).astype(np.float32)
+    y, _ = cw.MaxPool2dForward(tensor.from_numpy(x).data, [2, 2], [2, 2], [0] * 4, [1, 1],
+                               False)
+    ref = x.reshape(2, 3, 5, 2, 17, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.from_raw_tensor(y)), ref)
+    scale = rng.standard_normal(3).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    out = cw.BatchNormForwardTraining(tensor.from_numpy(x).data, tensor.from_numpy(scale).data,
+                                      tensor.from_numpy(bias).data, 1e-5)
+    xd = x.astype(np.float64)
+    mean, var = xd.mean(axis=(0, 2, 3)), xd.var(axis=(0, 2, 3))
+    bn = (xd - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) * \
+        scale[:, None, None] + bias[:, None, None]
+    np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(out[0])), bn, atol=1e-4)
+    t = tensor.from_numpy(x)
+    np.testing.assert_allclose(tensor.to_numpy(tensor.exp(t) + t * t),
+                               np.exp(xd) + xd * xd, rtol=1e-5)
+    m = rng.standard_normal((67, 45)).astype(np.float32)
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.from_numpy(m).T.contiguous()), m.T)
+
+
+def test_family_names_and_errors():
+    assert cw.CpuIsa() in FAMILIES
+    assert "baseline" in available()
+    with pytest.raises(ValueError, match="unknown cpu ISA 'sse9'"):
+        cw.SetCpuIsa("sse9")
+    assert cw.CpuFmaPeak(1, 0.01) > 0
+    with pytest.raises(ValueError, match="threads >= 1"):
+        cw.CpuFmaPeak(0, 0.01)
+
+
+def test_environment_caps_the_family():
+    code = "from singa import singa_wrap as w; print(w.CpuIsa())"
+    env = dict(os.environ, SINGA_CPU_ISA="baseline")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    assert out == "baseline"
+    # An unknown name leaves the choice to the CPU rather than failing.
+    env["SINGA_CPU_ISA"] = "bogus"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    assert out in FAMILIES
