@@ -110,13 +110,17 @@ constexpr float kNnRowSpeed[] = {1.f, 0.95f, 0.92f};
 
 // ---------------------------------------------------------- micro-kernels
 
-// c[i][0:kNnCols] (+)= sum_k a[i * lda + k] * b[k * kNnCols + 0:kNnCols] for
+// Vector v of output row i of a tile is kVW floats at dst[i * kNnVecs + v]:
+// consecutive in a plain output, anywhere when the tile adds into dx through
+// the windows.
+//
+// dst[i][v] (+)= sum_k a[i * lda + k] * b[k * kNnCols + v * kVW + 0:kVW] for
 // i < mr. Rows mr..MR-1 repeat row mr-1 (valid memory) and are dropped.
 // Without `accumulate`, the sums start from bias[i] (or zero).
 template <int MR>
 void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
-              const float* __restrict b, float* __restrict c, int64_t ldc,
-              const float* bias, bool accumulate) {
+              const float* __restrict b, float* const* dst, const float* bias,
+              bool accumulate) {
   const float* ar[MR];
   for (int i = 0; i < MR; ++i) ar[i] = a + int64_t(i < mr ? i : mr - 1) * lda;
   Vec s[MR][kNnVecs];
@@ -125,7 +129,7 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
     const int r = i < mr ? i : mr - 1;
 #pragma GCC unroll 4
     for (int v = 0; v < kNnVecs; ++v)
-      s[i][v] = accumulate ? Load(c + r * ldc + v * kVW)
+      s[i][v] = accumulate ? Load(dst[r * kNnVecs + v])
                            : Splat(bias ? bias[r] : 0.f);
   }
   for (int k = 0; k < kc; ++k) {
@@ -143,12 +147,18 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
   for (int i = 0; i < MR; ++i) {
     if (i >= mr) break;
 #pragma GCC unroll 4
-    for (int v = 0; v < kNnVecs; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
+    for (int v = 0; v < kNnVecs; ++v) Store(dst[i * kNnVecs + v], s[i][v]);
   }
 }
 
 using NnKernel = void (*)(int, const float*, int64_t, int, const float*,
-                          float*, int64_t, const float*, bool);
+                          float* const*, const float*, bool);
+
+// The destination table of rows [0, mr) of a tile stored at c, ldc apart.
+inline void RowTargets(float* c, int64_t ldc, int mr, float** dst) {
+  for (int i = 0; i < mr; ++i)
+    for (int v = 0; v < kNnVecs; ++v) dst[i * kNnVecs + v] = c + i * ldc + v * kVW;
+}
 
 NnKernel NnKernelFor(int mr) {
   switch (mr) {
@@ -461,10 +471,9 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
 // Channel-fastest row numbering lets a tile's rows go to different
 // channels: with taps fastest, consecutive rows add to overlapping pieces of
 // one output row, and each load would wait for the store just before it.
-void ScatterTile(const TapRows& s, float* out, int m0, int mr,
-                 const float* tile, const Run* runs, int nruns, int col0) {
-  int64_t coff[kNnRowChoices[0]];
-  int oy[kNnRowChoices[0]], ox[kNnRowChoices[0]];
+// Channel offset and tap of each row [m0, m0 + mr) of s.
+void RowTaps(const TapRows& s, int m0, int mr, int64_t* coff, int* oy,
+             int* ox) {
   if (s.channel_fastest) {
     int c = m0 % s.channels, t = m0 / s.channels;
     for (int row = 0; row < mr; ++row) {
@@ -491,6 +500,17 @@ void ScatterTile(const TapRows& s, float* out, int m0, int mr,
       }
     }
   }
+}
+
+struct TileTaps {
+  int64_t coff[kNnRowChoices[0]];
+  int oy[kNnRowChoices[0]], ox[kNnRowChoices[0]];
+};
+
+void ScatterTile(const TapRows& s, float* out, const TileTaps& tt, int mr,
+                 const float* tile, const Run* runs, int nruns, int col0) {
+  const int64_t* coff = tt.coff;
+  const int *oy = tt.oy, *ox = tt.ox;
   for (int u = 0; u < nruns; ++u) {
     const Run& r = runs[u];
     float* img = out + r.b * s.img_stride;
@@ -503,6 +523,38 @@ void ScatterTile(const TapRows& s, float* out, int m0, int mr,
                r.len, s.sw);
     }
   }
+}
+
+// Where rows [m0, m0 + mr) of a tile add into the output through the taps
+// of s, when every vector of every row lands on kVW consecutive outputs
+// inside the image: the kernel then adds in place (dst, see KernelNN) and
+// no scatter pass is needed. False (and dst unusable) otherwise.
+bool ScatterTargets(const TapRows& s, float* out, const TileTaps& tt, int mr,
+                    const Run* runs, int nruns, int col0, float** dst) {
+  // The kernel loads all its targets before storing any, so they must not
+  // overlap: rows of a tile must be different channels (channel-fastest
+  // numbering with at least mr channels). Rows numbered taps-fastest would
+  // also overlap the previous tile's outputs, and loading them right after
+  // its stores would stall; ScatterTile's separate adds do not.
+  if (s.ssx != 1 || !s.channel_fastest || s.channels < mr) return false;
+  const int64_t* coff = tt.coff;
+  const int *oy = tt.oy, *ox = tt.ox;
+  for (int v = 0; v < kNnVecs; ++v) {
+    const int c = col0 + v * kVW;
+    int u = 0;
+    while (u < nruns && runs[u].col + runs[u].len <= c) ++u;
+    if (u == nruns || runs[u].col > c || c + kVW > runs[u].col + runs[u].len)
+      return false;
+    const Run& r = runs[u];
+    float* img = out + r.b * s.img_stride;
+    const int xbase = r.qx + (c - r.col);
+    for (int row = 0; row < mr; ++row) {
+      const int y = r.qy * s.ssy + oy[row], x = xbase + ox[row];
+      if (y < 0 || y >= s.sh || x < 0 || x + kVW > s.sw) return false;
+      dst[row * kNnVecs + v] = img + coff[row] + int64_t(y) * s.sw + x;
+    }
+  }
+  return true;
 }
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -593,21 +645,31 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       const float* a = job.a + int64_t(m) * job.lda + k0;
       const float* bias = first && job.bias ? job.bias + m : nullptr;
       float* out_m = job.out + int64_t(m) * job.out_ch;
+      TileTaps taps;
+      if (job.scatter) RowTaps(*job.scatter, m, mr, taps.coff, taps.oy, taps.ox);
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
+        float* dst[kNnRowChoices[0] * kNnVecs];
         if (job.scatter) {
-          kernel(kc, a, job.lda, mr, bp, temp, kNnCols, nullptr, false);
-          ScatterTile(*job.scatter, job.out, m, mr, temp, runs + panel_run[p],
-                      panel_run[p + 1] - panel_run[p], int(c0));
+          const Run* pr = runs + panel_run[p];
+          const int nr = panel_run[p + 1] - panel_run[p];
+          if (ScatterTargets(*job.scatter, job.out, taps, mr, pr, nr, int(c0), dst)) {
+            kernel(kc, a, job.lda, mr, bp, dst, nullptr, true);
+          } else {
+            RowTargets(temp, kNnCols, mr, dst);
+            kernel(kc, a, job.lda, mr, bp, dst, nullptr, false);
+            ScatterTile(*job.scatter, job.out, taps, mr, temp, pr, nr, int(c0));
+          }
           continue;
         }
         if (in_place(p)) {
-          kernel(kc, a, job.lda, mr, bp, out_m + colofs[c0], job.out_ch,
-                 bias, !first);
+          RowTargets(out_m + colofs[c0], job.out_ch, mr, dst);
+          kernel(kc, a, job.lda, mr, bp, dst, bias, !first);
           continue;
         }
-        kernel(kc, a, job.lda, mr, bp, temp, kNnCols, bias, false);
+        RowTargets(temp, kNnCols, mr, dst);
+        kernel(kc, a, job.lda, mr, bp, dst, bias, false);
         const int nc = int(std::min<int64_t>(kNnCols, ncols - c0));
         for (int i = 0; i < mr; ++i) {
           float* o = out_m + int64_t(i) * job.out_ch;
