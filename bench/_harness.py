@@ -26,6 +26,13 @@ framework's thread count (``singa.set_num_threads``,
     res["singa"].median("total_ms"), res["pytorch"].min("total_ms")
     print(_harness.describe(rounds=5))
 
+Sides time themselves with ``_harness.clock()``: wall-clock time, or the
+process's CPU time when the environment has ``BENCH_CLOCK=cpu`` (the
+benches' ``--cpu-time`` flag sets it for their children). CPU time keeps
+1-thread figures meaningful on a busy machine, where a descheduled process
+loses wall-clock time it did not use; with several threads it adds the
+threads up, spinning included, so it is no measure there.
+
 A side whose ``needs`` module cannot be imported is left out of the result
 (``res`` has no entry for it), so benches run without PyTorch or
 onnxruntime. A side that fails raises ``SideError`` with the child's output.
@@ -41,6 +48,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 _MARK = "@@harness-result@@"
@@ -100,6 +108,21 @@ class Samples:
         return names
 
 
+def clock():
+    """The timer sides use: time.perf_counter, or time.process_time under
+    BENCH_CLOCK=cpu (see the module doc)."""
+    return time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
+
+
+def use_cpu_time(on):
+    """Makes sides started from now on time with CPU time (or wall time)."""
+    os.environ["BENCH_CLOCK"] = "cpu" if on else "wall"
+
+
+def clock_name():
+    return "CPU time" if os.environ.get("BENCH_CLOCK") == "cpu" else "wall-clock time"
+
+
 def run_side(side, threads, timeout=900):
     """Runs one side once in a new process and returns its dict."""
     env = dict(os.environ)
@@ -137,7 +160,7 @@ def compare(sides, threads=None, rounds=3, timeout=900, progress=None):
 def describe(rounds, stat="median"):
     """One line saying how the figures were obtained, for a bench's output."""
     return (f"each framework ran in a process of its own, sides alternating, "
-            f"{rounds} round(s); figures are the {stat} over rounds")
+            f"{rounds} round(s); figures are the {stat} over rounds, in {clock_name()}")
 
 
 def _worker():

@@ -27,7 +27,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -131,6 +130,7 @@ def singa_step(threads, workload, steps, warmup=3):
     from singa import autograd, opt, tensor
 
     singa.set_num_threads(threads)
+    now = _harness.clock()
     xn, yn = data(workload)
     x, y = tensor.from_numpy(xn), tensor.from_numpy(yn)
     x.requires_grad = y.requires_grad = False
@@ -139,19 +139,19 @@ def singa_step(threads, workload, steps, warmup=3):
     times = {p: [] for p in PHASES}
     with autograd.train_mode(True):
         for step in range(warmup + steps):
-            t0 = time.perf_counter()
+            t0 = now()
             out = net(x)
-            t1 = time.perf_counter()
+            t1 = now()
             loss = autograd.softmax_cross_entropy(out, y)
             loss.item()
-            t2 = time.perf_counter()
+            t2 = now()
             grads = list(autograd.backward(loss))
-            t3 = time.perf_counter()
+            t3 = now()
             for p, g in grads:
                 sgd.update(p, g)
             sgd.step()
             grads[0][0].data.device().Sync()
-            t4 = time.perf_counter()
+            t4 = now()
             if step >= warmup:
                 for p, a, b in zip(PHASES, (t0, t1, t2, t3), (t1, t2, t3, t4)):
                     times[p].append(b - a)
@@ -204,6 +204,7 @@ def torch_step(threads, workload, steps, warmup=3):
     import torch
 
     torch.set_num_threads(threads)
+    now = _harness.clock()
     xn, yn = data(workload)
     x, y = torch.from_numpy(xn), torch.from_numpy(yn.astype(np.int64))
     net = torch_model(workload)
@@ -212,17 +213,17 @@ def torch_step(threads, workload, steps, warmup=3):
     loss_fn = torch.nn.CrossEntropyLoss()
     times = {p: [] for p in PHASES}
     for step in range(warmup + steps):
-        t0 = time.perf_counter()
+        t0 = now()
         out = net(x)
-        t1 = time.perf_counter()
+        t1 = now()
         loss = loss_fn(out, y)
         loss.item()
-        t2 = time.perf_counter()
+        t2 = now()
         loss.backward()
-        t3 = time.perf_counter()
+        t3 = now()
         sgd.step()
         sgd.zero_grad(set_to_none=True)
-        t4 = time.perf_counter()
+        t4 = now()
         if step >= warmup:
             for p, a, b in zip(PHASES, (t0, t1, t2, t3), (t1, t2, t3, t4)):
                 times[p].append(b - a)
@@ -285,7 +286,10 @@ def main(argv=None):
     ap.add_argument("--workloads", nargs="+", default=["mlp", "cnn"],
                     choices=["mlp", "cnn", "resnet"])
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with process CPU time (1-thread figures on a busy machine)")
     args = ap.parse_args(argv)
+    _harness.use_cpu_time(args.cpu_time)
     step_table(args.workloads, args.threads, args.rounds, args.steps, args.no_torch)
 
 

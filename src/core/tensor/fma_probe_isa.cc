@@ -27,25 +27,37 @@ int FmaProbeFlops() { return 12 * 2 * kVW; }
 // lane so the loop is not optimised away.
 float FmaProbe(int64_t iters) {
   typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
-  Vec acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = Vec{} + 0.001f * float(i);
   const Vec mul = Vec{} + 0.9999f, add = Vec{} + 1e-4f;
+  // Twelve named accumulators: an array would be kept in memory around the
+  // asm statement below, turning the loop into loads and stores.
+  Vec a0 = Vec{} + 0.1f, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+      a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
   for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;
+    a0 = a0 * mul + add;
+    a1 = a1 * mul + add;
+    a2 = a2 * mul + add;
+    a3 = a3 * mul + add;
+    a4 = a4 * mul + add;
+    a5 = a5 * mul + add;
+    a6 = a6 * mul + add;
+    a7 = a7 * mul + add;
+    a8 = a8 * mul + add;
+    a9 = a9 * mul + add;
+    a10 = a10 * mul + add;
+    a11 = a11 * mul + add;
     // Keeps the accumulators in registers and the loop from being folded.
 #if (defined(__x86_64__) || defined(__i386__)) && \
     (SINGA_ISA_LEVEL < 2 || defined(__AVX512F__))
-    asm volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]),
-                 "+v"(acc[4]), "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]),
-                 "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
+    asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),
+                 "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10),
+                 "+v"(a11));
 #else  // no register holds the vector (AVX-512 emulated on AVX2, tests)
     asm volatile("" ::: "memory");
 #endif
   }
+  const Vec sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
   float s = 0.f;
-  for (int i = 0; i < 12; ++i)
-    for (int l = 0; l < kVW; ++l) s += acc[i][l];
+  for (int l = 0; l < kVW; ++l) s += sum[l];
   return s;
 }
 
