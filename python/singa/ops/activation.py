@@ -36,7 +36,7 @@ class LeakyReLU(Operator):
 
 
 def leakyrelu(x, a=0.01):
-    return LeakyReLU(a)(x)
+    return LeakyReLU(a)(x)[0]
 
 
 LeakyRelu = LeakyReLU  # SINGA's name
@@ -65,7 +65,7 @@ class Elu(Operator):
 
 
 def elu(x, alpha=1.0):
-    return Elu(alpha)(x)
+    return Elu(alpha)(x)[0]
 
 
 class SeLU(Operator):
@@ -92,7 +92,7 @@ class SeLU(Operator):
 
 
 def selu(x, alpha=1.67326, gamma=1.0507):
-    return SeLU(alpha, gamma)(x)
+    return SeLU(alpha, gamma)(x)[0]
 
 
 class PRelu(Operator):
@@ -112,7 +112,7 @@ class PRelu(Operator):
 
 
 def prelu(x, slope):
-    return PRelu()(x, slope)
+    return PRelu()(x, slope)[0]
 
 
 class HardSigmoid(Operator):
@@ -135,7 +135,7 @@ class HardSigmoid(Operator):
 
 
 def hardsigmoid(x, alpha=0.2, gamma=0.5):
-    return HardSigmoid(alpha, gamma)(x)
+    return HardSigmoid(alpha, gamma)(x)[0]
 
 
 class SoftMax(Operator):
@@ -160,7 +160,7 @@ class SoftMax(Operator):
 
 
 def softmax(x, axis=-1):
-    return SoftMax(axis)(x)
+    return SoftMax(axis)(x)[0]
 
 
 class LogSoftMax(Operator):
@@ -184,7 +184,7 @@ class LogSoftMax(Operator):
 
 
 def log_softmax(x, axis=-1):
-    return LogSoftMax(axis)(x)
+    return LogSoftMax(axis)(x)[0]
 
 
 LogSoftmax = LogSoftMax
@@ -216,4 +216,4 @@ class Dropout(Operator):
 
 
 def dropout(x, ratio=0.5):
-    return Dropout(ratio)(x)
+    return Dropout(ratio)(x)[0]

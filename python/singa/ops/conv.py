@@ -123,7 +123,7 @@ class Conv2d(Operator):
 
 def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, group=1):
     op = Conv2d(stride, padding, dilation, group)
-    return op(x, W) if b is None else op(x, W, b)
+    return (op(x, W) if b is None else op(x, W, b))[0]
 
 
 class Pooling2d(Operator):
@@ -175,16 +175,16 @@ class Pooling2d(Operator):
 
 
 def pooling_2d(x, kernel_size, stride=None, padding=0, is_max=True, ceil_mode=False):
-    return Pooling2d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)
+    return Pooling2d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)[0]
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return Pooling2d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)
+    return Pooling2d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)[0]
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=False):
-    return Pooling2d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)
+    return Pooling2d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)[0]
 
 
 class Pooling1d(Pooling2d):
@@ -229,16 +229,16 @@ def _one(v, name):
 
 
 def pooling_1d(x, kernel_size, stride=None, padding=0, is_max=True, ceil_mode=False):
-    return Pooling1d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)
+    return Pooling1d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)[0]
 
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return Pooling1d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)
+    return Pooling1d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)[0]
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=False):
-    return Pooling1d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)
+    return Pooling1d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)[0]
 
 
 # ---- the C++ kernels (src/core/nn, bound in api/core_nn.i) ----

@@ -34,7 +34,7 @@ class Where(Operator):
 
 
 def where(condition, x, y):
-    return Where()(condition, x, y)
+    return Where()(condition, x, y)[0]
 
 
 # ---- variadic (ONNX Sum, Mean, Min, Max: any number of inputs) ----
@@ -55,7 +55,7 @@ class Sum(Operator):
 
 
 def sum(*xs):
-    return Sum()(*xs)
+    return Sum()(*xs)[0]
 
 
 class Mean(Operator):
@@ -75,7 +75,7 @@ class Mean(Operator):
 
 
 def mean(*xs):
-    return Mean()(*xs)
+    return Mean()(*xs)[0]
 
 
 class _Extremum(Operator):
@@ -118,11 +118,11 @@ class Max(_Extremum):
 
 
 def min(*xs):
-    return Min()(*xs)
+    return Min()(*xs)[0]
 
 
 def max(*xs):
-    return Max()(*xs)
+    return Max()(*xs)[0]
 
 
 def _need_inputs(where, xs):
@@ -153,4 +153,4 @@ class Cast(Operator):
 
 
 def cast(x, to):
-    return Cast(to)(x)
+    return Cast(to)(x)[0]

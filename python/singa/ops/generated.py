@@ -21,9 +21,11 @@ __all__ = ["Elementwise"]
 
 
 class Elementwise(Operator):
-    """Base of the generated operators; ``row`` is their opdefs row."""
+    """Base of the generated operators; ``row`` is their opdefs row. Their
+    forward keeps its inputs or output only when ``self.saved``."""
 
     row = None
+    saves_only_when_told = True
 
 
 def _params(f, allowed, row):
@@ -55,10 +57,11 @@ def _unary_class(row):
 
         def forward(self, x):
             y = kernel(x)
-            if keep_x:
-                self._x = x
-            if keep_y:
-                self._y = y
+            if self.saved:
+                if keep_x:
+                    self._x = x
+                if keep_y:
+                    self._y = y
             return y
 
         def backward(self, dy):
@@ -80,7 +83,7 @@ def _binary_class(row):
 
     def forward(self, a, b):
         y = kernel(a, b)
-        if any_grad:
+        if any_grad and self.saved:
             self._shapes = (a.shape(), b.shape())
             if "a" in keep:
                 self._a = a
@@ -109,10 +112,10 @@ def _make(row):
         "row": row, "forward": forward, "backward": backward})
     if row.arity == 1:
         def fn(x):
-            return cls()(x)
+            return cls()(x)[0]
     else:
         def fn(a, b):
-            return cls()(*operands(row.fn, a, b))
+            return cls()(*operands(row.fn, a, b))[0]
     fn.__name__ = fn.__qualname__ = row.fn
     fn.__module__ = __name__
     fn.__doc__ = f"{_docstring(row)} Records {row.op} for autograd."

@@ -91,7 +91,7 @@ class Gather(Operator):
 
 
 def gather(x, axis, indices):
-    return Gather(axis, indices)(x)
+    return Gather(axis, indices)(x)[0]
 
 
 class Embedding(Operator):
@@ -115,7 +115,7 @@ class Embedding(Operator):
 
 
 def embedding(x, w):
-    return Embedding()(x, w)
+    return Embedding()(x, w)[0]
 
 
 class ScatterElements(Operator):
@@ -170,7 +170,7 @@ def _from_host(arr, device, dtype):
 
 
 def scatter_elements(x, indices, updates, axis=0):
-    return ScatterElements(indices, axis)(x, updates)
+    return ScatterElements(indices, axis)(x, updates)[0]
 
 
 class Shape(Operator):
@@ -184,7 +184,7 @@ class Shape(Operator):
 
 
 def shape(x):
-    return Shape()(x)
+    return Shape()(x)[0]
 
 
 class ConstantOfShape(Operator):
@@ -210,7 +210,7 @@ class ConstantOfShape(Operator):
 
 
 def constant_of_shape(x, value=0.0):
-    return ConstantOfShape(value)(x)
+    return ConstantOfShape(value)(x)[0]
 
 
 class NonZero(Operator):
@@ -227,7 +227,7 @@ class NonZero(Operator):
 
 
 def nonzero(x):
-    return NonZero()(x)
+    return NonZero()(x)[0]
 
 
 class OneHot(Operator):
@@ -263,4 +263,4 @@ class OneHot(Operator):
 
 
 def onehot(axis, indices, depth, values=(0.0, 1.0)):
-    return OneHot(axis, depth, values)(indices)
+    return OneHot(axis, depth, values)(indices)[0]

@@ -51,7 +51,7 @@ class Matmul(Operator):
 
 
 def matmul(a, b):
-    return Matmul()(a, b)
+    return Matmul()(a, b)[0]
 
 
 class AddBias(Operator):
@@ -78,7 +78,7 @@ class AddBias(Operator):
 
 
 def add_bias(x, b, axis=0):
-    return AddBias(axis)(x, b)
+    return AddBias(axis)(x, b)[0]
 
 
 class Gemm(Operator):
@@ -127,7 +127,7 @@ class Gemm(Operator):
 
 def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):
     op = Gemm(alpha, beta, transA, transB)
-    return op(A, B) if C is None else op(A, B, C)
+    return (op(A, B) if C is None else op(A, B, C))[0]
 
 
 class CosSim(Operator):
@@ -158,4 +158,4 @@ class CosSim(Operator):
 
 
 def cossim(a, b):
-    return CosSim()(a, b)
+    return CosSim()(a, b)[0]

@@ -78,7 +78,7 @@ class SoftMaxCrossEntropy(Operator):
 
 
 def softmax_cross_entropy(x, t):
-    return SoftMaxCrossEntropy()(x, t)
+    return SoftMaxCrossEntropy()(x, t)[0]
 
 
 class CrossEntropy(Operator):
@@ -96,7 +96,7 @@ class CrossEntropy(Operator):
 
 
 def cross_entropy(x, t):
-    return CrossEntropy()(x, t)
+    return CrossEntropy()(x, t)[0]
 
 
 class BinaryCrossEntropy(Operator):
@@ -121,7 +121,7 @@ class BinaryCrossEntropy(Operator):
 
 
 def binary_cross_entropy(x, t):
-    return BinaryCrossEntropy()(x, t)
+    return BinaryCrossEntropy()(x, t)[0]
 
 
 class MeanSquareError(Operator):
@@ -142,7 +142,7 @@ class MeanSquareError(Operator):
 
 
 def mse_loss(x, t):
-    return MeanSquareError()(x, t)
+    return MeanSquareError()(x, t)[0]
 
 
 class NLLLoss(Operator):
@@ -160,7 +160,7 @@ class NLLLoss(Operator):
 
 
 def nll_loss(x, t):
-    return NLLLoss()(x, t)
+    return NLLLoss()(x, t)[0]
 
 
 class RankingLoss(Operator):
@@ -186,4 +186,4 @@ class RankingLoss(Operator):
 
 
 def ranking_loss(pos, neg, M=0.2):
-    return RankingLoss(M)(pos, neg)
+    return RankingLoss(M)(pos, neg)[0]

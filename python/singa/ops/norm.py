@@ -62,7 +62,7 @@ def _blend(running, batch, momentum):
 
 
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, epsilon=1e-5):
-    return BatchNorm2d(momentum, epsilon)(x, scale, bias, running_mean, running_var)
+    return BatchNorm2d(momentum, epsilon)(x, scale, bias, running_mean, running_var)[0]
 
 
 class LayerNorm(Operator):
@@ -104,4 +104,4 @@ class LayerNorm(Operator):
 
 
 def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
-    return LayerNorm(axis, epsilon)(x, scale, bias)
+    return LayerNorm(axis, epsilon)(x, scale, bias)[0]

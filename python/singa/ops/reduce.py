@@ -37,7 +37,7 @@ class ReduceSum(Operator):
 
 
 def reduce_sum(x, axes=None, keepdims=1):
-    return ReduceSum(axes, keepdims)(x)
+    return ReduceSum(axes, keepdims)(x)[0]
 
 
 class ReduceMean(ReduceSum):
@@ -57,7 +57,7 @@ class ReduceMean(ReduceSum):
 
 
 def reduce_mean(x, axes=None, keepdims=1):
-    return ReduceMean(axes, keepdims)(x)
+    return ReduceMean(axes, keepdims)(x)[0]
 
 
 class GlobalAveragePool(ReduceMean):
@@ -75,4 +75,4 @@ class GlobalAveragePool(ReduceMean):
 
 
 def globalaveragepool(x):
-    return GlobalAveragePool()(x)
+    return GlobalAveragePool()(x)[0]

@@ -69,7 +69,7 @@ def _target_shape(shape, in_shape):
 
 
 def reshape(x, shape):
-    return Reshape(shape)(x)
+    return Reshape(shape)(x)[0]
 
 
 class Flatten(Operator):
@@ -92,7 +92,7 @@ class Flatten(Operator):
 
 
 def flatten(x, axis=1):
-    return Flatten(axis)(x)
+    return Flatten(axis)(x)[0]
 
 
 class Transpose(Operator):
@@ -121,7 +121,7 @@ class Transpose(Operator):
 
 
 def transpose(x, perm=None):
-    return Transpose(perm)(x)
+    return Transpose(perm)(x)[0]
 
 
 class Squeeze(Operator):
@@ -149,7 +149,7 @@ class Squeeze(Operator):
 
 
 def squeeze(x, axis=None):
-    return Squeeze(axis)(x)
+    return Squeeze(axis)(x)[0]
 
 
 class Unsqueeze(Operator):
@@ -174,7 +174,7 @@ class Unsqueeze(Operator):
 
 
 def unsqueeze(x, axis=-1):
-    return Unsqueeze(axis)(x)
+    return Unsqueeze(axis)(x)[0]
 
 
 class Concat(Operator):
@@ -201,7 +201,7 @@ class Concat(Operator):
 
 
 def cat(xs, axis=0):
-    return Concat(axis)(*xs)
+    return Concat(axis)(*xs)[0]
 
 
 class Split(Operator):
@@ -301,7 +301,7 @@ def _view(t, key):
 
 
 def slice(x, starts, ends, axes=None, steps=None):
-    return Slice(starts, ends, axes, steps)(x)
+    return Slice(starts, ends, axes, steps)(x)[0]
 
 
 class Tile(Operator):
@@ -328,7 +328,7 @@ class Tile(Operator):
 
 
 def tile(x, repeats):
-    return Tile(repeats)(x)
+    return Tile(repeats)(x)[0]
 
 
 class Expand(Operator):
@@ -356,7 +356,7 @@ class Expand(Operator):
 
 
 def expand(x, shape):
-    return Expand(shape)(x)
+    return Expand(shape)(x)[0]
 
 
 class Pad(Operator):
@@ -444,7 +444,7 @@ def _stretch(t, axis, k):
 
 
 def pad(x, mode, pads, constant=0.0):
-    return Pad(mode, pads, constant)(x)
+    return Pad(mode, pads, constant)(x)[0]
 
 
 class UpSample(Operator):
@@ -481,7 +481,7 @@ class UpSample(Operator):
 
 
 def upsample(x, mode, scales):
-    return UpSample(mode, scales)(x)
+    return UpSample(mode, scales)(x)[0]
 
 
 class _Rearrange(Operator):
@@ -530,7 +530,7 @@ class DepthToSpace(_Rearrange):
 
 
 def depth_to_space(x, blocksize, mode="DCR"):
-    return DepthToSpace(blocksize, mode)(x)
+    return DepthToSpace(blocksize, mode)(x)[0]
 
 
 class SpaceToDepth(_Rearrange):
@@ -551,4 +551,4 @@ class SpaceToDepth(_Rearrange):
 
 
 def space_to_depth(x, blocksize):
-    return SpaceToDepth(blocksize)(x)
+    return SpaceToDepth(blocksize)(x)[0]
