@@ -227,7 +227,7 @@ def test_graph_layout_for_exporters():
         z = ag.add(y, y)
         s = ag.mul(z, z)
     conv = y.creator
-    assert isinstance(conv, ag.Conv2d)
+    assert isinstance(conv, ag._Conv2d)
     assert conv.strides == [2, 2] and conv.pads == [1, 1, 1, 1] and conv.group == 1
     (xs, xi, xt, xsg), (ws, wi, wt, wsg) = conv.src
     assert isinstance(xs, ag.Dummy) and xs.tensor is x and xs.name == "input"

@@ -126,7 +126,7 @@ def test_imported_cnn_fine_tunes_on_digits():
         tuned.eval()
         out = tuned(xb)
         tuned.train()
-        return float(autograd.softmax_cross_entropy(out, yb).numpy())
+        return float(autograd.softmax_cross_entropy(out, yb))
 
     before = loss_now()
     w0 = tuned.get_params()["conv.W"].numpy().copy()

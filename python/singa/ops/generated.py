@@ -105,17 +105,41 @@ def _binary_class(row):
     return forward, backward
 
 
+def _unary_x(cls, where):
+    def fn(x):
+        return cls()(x)[0]
+    return fn
+
+
+def _unary_a(cls, where):
+    def fn(a):
+        return cls()(a)[0]
+    return fn
+
+
+def _binary_ab(cls, where):
+    def fn(a, b):
+        return cls()(*operands(where, a, b))[0]
+    return fn
+
+
+def _binary_xy(cls, where):
+    def fn(x, y):
+        return cls()(*operands(where, x, y))[0]
+    return fn
+
+
+# The function forms by parameter names (the rows' args, SINGA's names).
+_FUNCTIONS = {("x",): _unary_x, ("a",): _unary_a, ("a", "b"): _binary_ab,
+              ("x", "y"): _binary_xy}
+
+
 def _make(row):
     forward, backward = (_unary_class if row.arity == 1 else _binary_class)(row)
     cls = type(row.op, (Elementwise,), {
         "__doc__": _docstring(row), "__module__": __name__, "__qualname__": row.op,
         "row": row, "forward": forward, "backward": backward})
-    if row.arity == 1:
-        def fn(x):
-            return cls()(x)[0]
-    else:
-        def fn(a, b):
-            return cls()(*operands(row.fn, a, b))[0]
+    fn = _FUNCTIONS[row.args](cls, row.fn)
     fn.__name__ = fn.__qualname__ = row.fn
     fn.__module__ = __name__
     fn.__doc__ = f"{_docstring(row)} Records {row.op} for autograd."

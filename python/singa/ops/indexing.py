@@ -120,20 +120,37 @@ def embedding(x, w):
 
 class ScatterElements(Operator):
     """A copy of x with x[.., indices[i, j], ..] = updates[i, j] along axis
-    (ONNX ScatterElements, no reduction). indices is kept as an attribute;
-    updates is an input and gets a gradient.
+    (ONNX ScatterElements, no reduction), in SINGA's form
+    ``ScatterElements(indices, updates, axis)(x)``. indices is kept as an
+    attribute; updates becomes the op's second input: a Tensor gets a
+    gradient, a NumPy array or list is a constant.
 
     Computed on the host with NumPy: positions are data-dependent and there
     is no C++ scatter kernel yet. Duplicate positions are undefined in ONNX;
     here the last update wins.
     """
 
-    def __init__(self, indices, axis=0, name=None):
+    def __init__(self, indices, updates, axis=0, name=None):
         super().__init__(name)
         self.indices = _host_ints(indices, "scatter_elements")
+        self.updates = updates
         self.axis = int(axis)
 
-    def forward(self, x, updates):
+    def __call__(self, x):
+        u = self.updates
+        if not isinstance(u, Tensor):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"ScatterElements: inputs must be singa Tensors, got "
+                                f"{type(x).__name__}")
+            u = from_numpy(np.asarray(u, dtype=_NUMPY_TYPE[x.dtype]), x.device)
+            u.requires_grad = False
+        return super().__call__(x, u)
+
+    def forward(self, x, updates=None):
+        if updates is None:     # called directly, SINGA style: forward(x)
+            u = self.updates
+            updates = u.data if isinstance(u, Tensor) else _from_host(
+                np.asarray(u), x.device(), x.data_type())
         s = x.shape()
         axis = norm_axis(self.axis, len(s), "scatter_elements", s)
         if tuple(self.indices.shape) != updates.shape() or len(s) != self.indices.ndim:
@@ -170,7 +187,7 @@ def _from_host(arr, device, dtype):
 
 
 def scatter_elements(x, indices, updates, axis=0):
-    return ScatterElements(indices, axis)(x, updates)[0]
+    return ScatterElements(indices, updates, axis)(x)[0]
 
 
 class Shape(Operator):
@@ -244,7 +261,8 @@ class OneHot(Operator):
             raise ValueError(f"onehot: need depth >= 1 and values (off, on), got "
                              f"{self.depth} and {values}")
 
-    def forward(self, x):
+    def forward(self, indices):
+        x = indices
         n = x.nDim() + 1
         axis = norm_axis(self.axis, n, "onehot", list(x.shape()) + ["depth"])
         idx = x.AsType(_cw.kFloat32) if x.data_type() != _cw.kFloat32 else x

@@ -7,11 +7,12 @@ from singa import singa_wrap as _cw
 from singa import autograd
 from singa.autograd import Operator
 from singa.ops import unbroadcast, norm_axis
+from singa.ops.conv import _two_forms
 
-__all__ = ["BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
+__all__ = ["_BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
 
 
-class BatchNorm2d(Operator):
+class _BatchNorm2d(Operator):
     """Batch normalisation of x (N, C, ...) per channel (ONNX
     BatchNormalization; inputs x, scale, bias, running_mean, running_var,
     each of the last four of shape (C,); attributes momentum, epsilon).
@@ -20,15 +21,34 @@ class BatchNorm2d(Operator):
     and biased variance (as ONNX), and the running statistics are updated
     in place: running = momentum * running + (1 - momentum) * batch.
     Otherwise the running statistics are used. The running statistics get
-    no gradient. The C++ kernels of src/core/nn do the arithmetic; the
-    graph is only recorded in training mode, so backward is the training
-    gradient, through the batch statistics.
+    no gradient. The C++ kernels of src/core/nn do the arithmetic. Backward
+    is the training gradient, through the batch statistics; it needs a
+    forward run in training mode.
+
+    SINGA's form ``_BatchNorm2d(handle, running_mean, running_var)(x,
+    scale, bias)`` takes momentum and epsilon from a
+    ``singa_wrap.BatchNormHandle``; the running statistics still become the
+    op's last two inputs, so graphs look the same either way.
     """
 
-    def __init__(self, momentum=0.9, epsilon=1e-5, name=None):
+    def __init__(self, handle=None, running_mean=None, running_var=None, name=None,
+                 momentum=0.9, epsilon=1e-5):
         super().__init__(name)
+        self.handle = handle
+        if handle is not None:
+            if not isinstance(handle, _cw.BatchNormHandle):
+                raise TypeError(f"batchnorm_2d: handle must be a singa_wrap.BatchNormHandle, "
+                                f"got {type(handle).__name__}")
+            momentum, epsilon = handle.factor, handle.epsilon
+        self.running_mean = running_mean
+        self.running_var = running_var
         self.momentum = float(momentum)
         self.epsilon = float(epsilon)
+
+    def __call__(self, x, scale, bias, *stats):
+        if not stats and self.running_mean is not None:
+            stats = (self.running_mean, self.running_var)
+        return super().__call__(x, scale, bias, *stats)
 
     def forward(self, x, scale, bias, running_mean, running_var):
         s = x.shape()
@@ -61,8 +81,19 @@ def _blend(running, batch, momentum):
     _cw.Axpy(1.0 - momentum, batch.Reshape([batch.Size()]), running)
 
 
+def _singa_batchnorm_2d(handle, x, scale, bias, running_mean, running_var):
+    """batchnorm_2d(handle, x, scale, bias, running_mean, running_var):
+    batch norm with the BatchNormHandle's momentum and epsilon (SINGA's
+    form)."""
+    return _BatchNorm2d(handle, running_mean, running_var)(x, scale, bias)[0]
+
+
+@_two_forms(_singa_batchnorm_2d, _cw.BatchNormHandle)
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, epsilon=1e-5):
-    return BatchNorm2d(momentum, epsilon)(x, scale, bias, running_mean, running_var)[0]
+    """batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9,
+    epsilon=1e-5)."""
+    return _BatchNorm2d(momentum=momentum, epsilon=epsilon)(x, scale, bias, running_mean,
+                                                             running_var)[0]
 
 
 class LayerNorm(Operator):
