@@ -124,7 +124,7 @@ def test_imported_cnn_fine_tunes_on_digits():
 
     def loss_now():
         tuned.eval()
-        out = tuned(xb)
+        out = tuned(xb)[0]       # SONNXModel.forward returns a list, as in SINGA
         tuned.train()
         return float(autograd.softmax_cross_entropy(out, yb))
 
