@@ -21,6 +21,16 @@ def dev(request):
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def _restore_autograd_training():
+    """Model.train()/eval()/compile() set autograd.training globally (as in
+    SINGA); each test starts from, and leaves, the flag as it found it."""
+    from singa import autograd
+    before = autograd.training
+    yield
+    autograd.training = before
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
