@@ -102,9 +102,9 @@ def gaussian(t, fan_in=0, fan_out=0, *, mean=0.0, std=None):
         if std < 0:
             raise ValueError(f"gaussian: std must be >= 0, got {std}")
         return t.gaussian(mean, std)
-    _deprecated("gaussian(t, fan_in, fan_out)", "he_normal or glorot_normal")
     if fan_in < 0 or fan_out < 0 or fan_in + fan_out <= 0:
         raise ValueError(f"gaussian: give fan_in or fan_out (> 0), got {fan_in} and {fan_out}")
+    _deprecated("gaussian(t, fan_in, fan_out)", "he_normal or glorot_normal")
     avg = 1 if fan_in * fan_out == 0 else 2
     return t.gaussian(0.0, math.sqrt(2.0 * avg / (fan_in + fan_out)))
 
