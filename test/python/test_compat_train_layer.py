@@ -300,3 +300,76 @@ def test_lstm_trains_through_singa_step():
         sgd(loss)
         losses.append(float(loss))
     assert losses[-1] < 0.2 * losses[0]
+
+
+# ---- CudnnRNN (composed ops; cuDNN's formulas and gate orders) ----
+
+def _torch_rnn(torch, mode, inp, hid, layers, bidir):
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(mode)
+    if cls is None:
+        return torch.nn.RNN(inp, hid, layers, nonlinearity=mode, bidirectional=bidir)
+    return cls(inp, hid, layers, bidirectional=bidir)
+
+
+def _load_flat_w(rnn, ref):
+    pieces = []
+    for layer_i in range(rnn.num_layers):
+        for d in range(2 if rnn.bidirectional else 1):
+            sfx = f"_l{layer_i}" + ("_reverse" if d else "")
+            pieces += [getattr(ref, "weight_ih" + sfx).detach().numpy().T.ravel(),
+                       getattr(ref, "weight_hh" + sfx).detach().numpy().T.ravel(),
+                       getattr(ref, "bias_ih" + sfx).detach().numpy(),
+                       getattr(ref, "bias_hh" + sfx).detach().numpy()]
+    flat = np.concatenate(pieces).astype(np.float32)
+    assert flat.shape == rnn.W.shape
+    rnn.set_params({"W": flat})
+
+
+@pytest.mark.parametrize("mode,layers,bidir", [("lstm", 2, True), ("gru", 2, False),
+                                               ("tanh", 1, True), ("relu", 2, False)])
+def test_cudnn_rnn_matches_pytorch(torch, mode, layers, bidir):
+    x = rand(4, 5, 3)  # batch first
+    rnn = layer.CudnnRNN(6, num_layers=layers, bidirectional=bidir, rnn_mode=mode)
+    rnn(T(x))
+    ref = _torch_rnn(torch, mode, 3, 6, layers, bidir)
+    _load_flat_w(rnn, ref)
+    dirs = 2 if bidir else 1
+    h0 = rand(layers * dirs, 4, 6)
+    c0 = rand(layers * dirs, 4, 6)
+    with torch.no_grad():
+        targs = (torch.tensor(h0), torch.tensor(c0)) if mode == "lstm" else torch.tensor(h0)
+        want, _ = ref(torch.tensor(x.transpose(1, 0, 2)), targs)
+    y = rnn(T(x), T(h0), T(c0))
+    close(y, want.numpy().transpose(1, 0, 2), tol=2e-4)
+    last = layer.CudnnRNN(6, num_layers=layers, bidirectional=bidir, rnn_mode=mode,
+                          return_sequences=False)
+    last(T(x))
+    last.set_params(rnn.get_params())
+    close(last(T(x), T(h0), T(c0)), want.numpy()[-1], tol=2e-4)
+
+
+def test_cudnn_rnn_masked_sequences_match_numpy():
+    x = rand(3, 4, 2)
+    lengths = np.array([4, 2, 1], np.int32)
+    rnn = layer.CudnnRNN(5, rnn_mode="tanh", use_mask=True, return_sequences=False)
+    rnn(T(x), seq_lengths=tensor.from_numpy(lengths))
+    w = rnn.W.numpy()
+    wx, wh = w[:10].reshape(2, 5), w[10:35].reshape(5, 5)
+    bx, bh = w[35:40], w[40:45]
+    want = []
+    for b in range(3):
+        h = np.zeros(5, np.float32)
+        for t in range(lengths[b]):
+            h = np.tanh(x[b, t] @ wx + bx + h @ wh + bh)
+        want.append(h)
+    close(rnn(T(x), seq_lengths=tensor.from_numpy(lengths)), np.stack(want))
+    seqs = layer.CudnnRNN(5, rnn_mode="tanh", use_mask=True)
+    seqs(T(x), seq_lengths=tensor.from_numpy(lengths))
+    seqs.set_params(rnn.get_params())
+    y = seqs(T(x), seq_lengths=tensor.from_numpy(lengths)).numpy()
+    assert np.all(y[1, 2:] == 0) and np.all(y[2, 1:] == 0)
+    close(y[1, 1], want[1])
+    with pytest.raises(ValueError, match="seq_lengths"):
+        rnn(T(x), seq_lengths=tensor.from_numpy(np.array([5, 1, 1], np.int32)))
+    with pytest.raises(ValueError, match="rnn_mode"):
+        layer.CudnnRNN(4, rnn_mode="transformer")
