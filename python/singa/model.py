@@ -63,6 +63,13 @@ _OPT = "optimizer/"
 _AUX = "aux/"
 
 
+def _optimizer_kind(optimizer):
+    """The optimizer class a checkpoint records: a DistOpt records the one
+    it wraps, so that states saved in a distributed run load in a single
+    process and back."""
+    return type(getattr(optimizer, "opt", optimizer)).__name__
+
+
 class ModelMeta(LayerMeta):
     """SINGA's metaclass of models: LayerMeta's wrapping, plus
     ``buffer_operation`` on the ``train_one_batch`` a class defines."""
@@ -148,9 +155,9 @@ class Model(Layer, metaclass=ModelMeta):
 
     def set_optimizer(self, optimizer):
         from singa import opt
-        if not isinstance(optimizer, opt.Optimizer):
-            raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer, got "
-                            f"{type(optimizer).__name__}")
+        if not isinstance(optimizer, (opt.Optimizer, opt.DistOpt)):
+            raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer or DistOpt, "
+                            f"got {type(optimizer).__name__}")
         self.__dict__["optimizer"] = optimizer
 
     # ---- running ----
@@ -192,7 +199,7 @@ class Model(Layer, metaclass=ModelMeta):
             arrays[_MODEL + name] = t.numpy()
         opt_meta = None
         if self.optimizer is not None:
-            opt_meta = type(self.optimizer).__name__
+            opt_meta = _optimizer_kind(self.optimizer)
             for key, v in _flatten(self.optimizer.get_states()).items():
                 arrays[_OPT + key] = v.numpy() if isinstance(v, _tensor.Tensor) else np.asarray(v)
         aux_json, aux_tensors = {}, []
@@ -282,7 +289,7 @@ class Model(Layer, metaclass=ModelMeta):
                                 f"is {_tensor.dtype_name(states[n].dtype)}")
 
     def _check_optimizer_states(self, fpath, opt_vals, saved_class):
-        kind = type(self.optimizer).__name__
+        kind = _optimizer_kind(self.optimizer)
         if saved_class is not None and saved_class != kind:
             raise ValueError(f"checkpoint {fpath!r} holds {saved_class} states but the model's "
                              f"optimizer is {kind}")

@@ -37,6 +37,7 @@ parameter) followed by ``step()``. ``update(param, grad)`` and
 
 import math
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -47,6 +48,16 @@ from singa import tensor as _tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer",
            "SGD", "RMSProp", "AdaGrad", "Adam", "AdamW"]
+__all__ += ["DistOpt"]
+
+
+def __getattr__(name):
+    # DistOpt lives in singa._dist and is imported on first use, so that
+    # importing singa.opt never loads the distributed machinery.
+    if name == "DistOpt":
+        from singa._dist.distopt import DistOpt
+        return DistOpt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- learning-rate schedules ----
@@ -160,6 +171,11 @@ def _constant(sched):
 
 
 def _deprecated(what, instead):
+    # singa's own callers (DistOpt drives optimizers through update, as the
+    # design's contract says) are not warned; user code is.
+    caller = sys._getframe(2).f_globals.get("__name__", "")
+    if caller == "singa" or caller.startswith("singa."):
+        return
     warnings.warn(f"{what} is deprecated; use {instead}", DeprecationWarning, stacklevel=3)
 
 
