@@ -334,7 +334,7 @@ def test_partial_update_is_local_steps_plus_chunk_averaging(ranks):
         for r, m in enumerate(models):
             names = {id(t): n for n, t in m.get_params().items()}
             for p, g in autograd.backward(W.loss_of(m, W.shard(x, r), W.shard(y, r))):
-                m.optimizer.update(p, g)
+                m.optimizer.apply(p.name, p, g)
                 if r == 0:
                     order.append((names[id(p)], p.size()))
             m.optimizer.step()
