@@ -128,6 +128,14 @@ class Model(Layer, metaclass=ModelMeta):
         self.train(is_train)
         self.__dict__["_compiled"] = True
 
+    def _init_for_call(self, inputs):
+        # A model that overrides initialize gets forward's inputs (LayerMeta's
+        # forward wrapper calls it, as in SINGA): train_one_batch's arguments
+        # (x, y, ...) need not be what initialize takes.
+        if self._initialized or (self.training and _overrides_initialize(type(self))):
+            return
+        self._init_once(*inputs)
+
     def _init_once(self, *inputs):
         if not self._initialized:
             self.initialize(*inputs)
@@ -171,7 +179,7 @@ class Model(Layer, metaclass=ModelMeta):
     def __call__(self, *inputs, **kwargs):
         """train_one_batch in training mode, forward in evaluation mode."""
         with autograd.train_mode(self.training):
-            self._init_once(*inputs)
+            self._init_for_call(inputs)
             if self.training:
                 return self.train_one_batch(*inputs, **kwargs)
             return self.forward(*inputs, **kwargs)
@@ -306,6 +314,11 @@ class Model(Layer, metaclass=ModelMeta):
                 raise ValueError(f"checkpoint {fpath!r}: optimizer state {key!r} has shape "
                                  f"{tuple(arr.shape)} but parameter {pname!r} has shape "
                                  f"{tuple(p.shape)}")
+
+
+def _overrides_initialize(cls):
+    return any("initialize" in vars(c) for c in cls.__mro__
+               if c not in (Model, Layer, object))
 
 
 def _flatten(states, prefix=""):
