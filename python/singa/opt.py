@@ -265,8 +265,10 @@ class Optimizer:
             if x.device.id() != dev.id():
                 x.to_device(dev)
 
-    def apply(self, param_name, param, grad):
-        raise NotImplementedError
+    def apply(self, param_name, param_value, param_grad):
+        """Updates param_value in place from param_grad (the buffers are
+        kept under param_name)."""
+        raise NotImplementedError(f"{type(self).__name__}.apply")
 
     def step(self):
         """Advances step_counter and the values scheduled on it, in place."""
