@@ -22,13 +22,13 @@ def dev(request):
 
 
 @pytest.fixture(autouse=True)
-def _restore_autograd_training():
+def _reset_autograd_training():
     """Model.train()/eval()/compile() set autograd.training globally (as in
-    SINGA); each test starts from, and leaves, the flag as it found it."""
+    SINGA), and so may a module-scoped fixture that trains a model: every
+    test leaves the flag at its default, off."""
     from singa import autograd
-    before = autograd.training
     yield
-    autograd.training = before
+    autograd.training = False
 
 
 @pytest.fixture
