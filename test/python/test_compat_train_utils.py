@@ -1,9 +1,7 @@
 """singa.utils, SINGA's initializer forms, singa.data.ImageBatchIter and
 singa.image_tool, against NumPy (and Pillow for images)."""
 
-import io
 import math
-import sys
 
 import numpy as np
 import pytest
