@@ -373,3 +373,19 @@ def test_cudnn_rnn_masked_sequences_match_numpy():
         rnn(T(x), seq_lengths=tensor.from_numpy(np.array([5, 1, 1], np.int32)))
     with pytest.raises(ValueError, match="rnn_mode"):
         layer.CudnnRNN(4, rnn_mode="transformer")
+
+
+def test_cudnn_rnn_masked_bidirectional_matches_pytorch_per_sequence(torch):
+    x = rand(5, 3, 4)  # seq first
+    lengths = np.array([5, 3, 1], np.int32)
+    rnn = layer.CudnnRNN(6, batch_first=False, bidirectional=True, use_mask=True)
+    rnn(T(x), seq_lengths=tensor.from_numpy(lengths))
+    ref = torch.nn.LSTM(4, 6, bidirectional=True)
+    _load_flat_w(rnn, ref)
+    got = rnn(T(x), seq_lengths=tensor.from_numpy(lengths)).numpy()
+    for b, n in enumerate(lengths):
+        # Each sequence alone, at its own length, as cuDNN's packed form runs it.
+        with torch.no_grad():
+            want, _ = ref(torch.tensor(x[:n, b:b + 1]))
+        close(got[:n, b], want.numpy()[:, 0])
+        assert np.all(got[n:, b] == 0)
