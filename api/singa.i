@@ -61,3 +61,4 @@
 %include "core_tensor.i"
 %include "core_nn.i"
 %include "model_operation.i"
+%include "host_buffer.i"
