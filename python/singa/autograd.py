@@ -180,27 +180,39 @@ class Operator:
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
     def __call__(self, *xs):
+        datas, src = [], []
         requires_grad = False
         for x in xs:
             if not isinstance(x, Tensor):
                 raise TypeError(f"{type(self).__name__}: inputs must be singa Tensors, "
                                 f"got {type(x).__name__}")
+            datas.append(x.data)
             if x.requires_grad:
                 requires_grad = True
+            # the src entry (see _source, inlined: this is the hot path)
+            op, d = x.creator, x.__dict__
+            if op is not None and (op.src or type(op) is Dummy):
+                src.append((op, d.get("creator_index", 0), x if x.stores_grad else None,
+                            x.stores_grad))
+            else:
+                src.append(_leaf(x, d))
         keep = training and requires_grad
         if not keep:
             self.saved = False
-        ys = self.forward(*[x.data for x in xs])
+        elif _walked:
+            # the first recording op of a step: release what earlier
+            # backward passes walked; an input made there is now a leaf
+            _release_walked()
+            src = [_source(x) for x in xs]
+        ys = self.forward(*datas)
         if keep:
             self.requires_grad = True
-            if _walked:
-                _release_walked()
         else:
             if requires_grad:
                 self.requires_grad = True
             if not self.saves_only_when_told:
                 self._forget()
-        self.src = [_source(x) for x in xs]
+        self.src = src
         if type(ys) is tuple:
             self.n_outputs = len(ys)
             outs = tuple(_wrap(y) for y in ys)
@@ -301,18 +313,22 @@ def _source(x):
     if op is not None and (op.src or type(op) is Dummy):
         return (op, x.__dict__.get("creator_index", 0), x if x.stores_grad else None,
                 x.stores_grad)
-    # A leaf, or the output of an op whose graph was already released: one
-    # Dummy per tensor while a graph holds it, found through a weak
-    # reference on the tensor (a strong one would be a cycle).
-    ref = x.__dict__.get("_dummy")
-    d = ref() if ref is not None else None
-    if d is None:
-        d = _new(Dummy)
-        d.tensor = x
+    return _leaf(x, x.__dict__)
+
+
+def _leaf(x, d):
+    """The src entry of a leaf x (or the output of an op whose graph was
+    released): one Dummy per tensor while a graph holds it, found through
+    a weak reference on the tensor (a strong one would be a cycle)."""
+    ref = d.get("_dummy")
+    dummy = ref() if ref is not None else None
+    if dummy is None:
+        dummy = _new(Dummy)
+        dummy.tensor = x
         if x.requires_grad:
-            d.requires_grad = True
-        x._dummy = weakref.ref(d)
-    return (d, 0, x if x.stores_grad else None, x.stores_grad)
+            dummy.requires_grad = True
+        x._dummy = weakref.ref(dummy)
+    return (dummy, 0, x if x.stores_grad else None, x.stores_grad)
 
 
 def _release_walked():

@@ -301,8 +301,8 @@ class SingaRep(BackendRep):
             feed[vi.name] = t
         return feed
 
-    def run(self, inputs, aux_output=(), last_layers=-1, **kwargs):
-        """Runs the graph on inputs (a list in graph-input order, or a dict by
+    def run(self, x, aux_output=(), last_layers=-1, **kwargs):
+        """Runs the graph on inputs x (a list in graph-input order, or a dict by
         name; NumPy arrays or singa tensors). Returns a list of Tensors: the
         graph's outputs, then the values named in aux_output.
 
@@ -311,7 +311,7 @@ class SingaRep(BackendRep):
         the last): the outputs of that node replace the graph's outputs.
         Constant nodes are not counted."""
         values = dict(self._const_tensors)
-        values.update(self._feed(inputs))
+        values.update(self._feed(x))
         n = len(self._steps)
         if isinstance(last_layers, bool) or not isinstance(last_layers, int) or \
                 not (last_layers == -1 or -n <= last_layers < n):

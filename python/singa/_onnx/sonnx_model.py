@@ -91,11 +91,12 @@ class SONNXModel(singa_model.Model):
         out.update(super()._collect(with_states))
         return out
 
-    def forward(self, *inputs, aux_output=(), last_layers=-1):
+    def forward(self, *input, aux_output=(), last_layers=-1, **kwargs):
         rep = self._rep
         rep.training = autograd.training
         try:
-            return rep.run(list(inputs), aux_output=aux_output, last_layers=last_layers)
+            return rep.run(list(input), aux_output=aux_output, last_layers=last_layers,
+                           **kwargs)
         finally:
             rep.training = False
 
