@@ -8,6 +8,7 @@ from singa import autograd
 from singa.autograd import Operator
 from singa.ops import unbroadcast, norm_axis
 from singa.ops.conv import _two_forms
+from singa.tensor import _wrap
 
 __all__ = ["_BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
 
@@ -40,8 +41,11 @@ class _BatchNorm2d(Operator):
                 raise TypeError(f"batchnorm_2d: handle must be a singa_wrap.BatchNormHandle, "
                                 f"got {type(handle).__name__}")
             momentum, epsilon = handle.factor, handle.epsilon
-        self.running_mean = running_mean
-        self.running_var = running_var
+        # SINGA's scripts may hand the statistics' CTensors (t.data)
+        self.running_mean = _wrap(running_mean) if isinstance(running_mean, _cw.Tensor) \
+            else running_mean
+        self.running_var = _wrap(running_var) if isinstance(running_var, _cw.Tensor) \
+            else running_var
         self.momentum = float(momentum)
         self.epsilon = float(epsilon)
 
