@@ -60,7 +60,8 @@ Every recorded Operator ``op`` has
   and names the ONNX operator. SINGA's names are kept where SINGA had the
   op: ``Squeeze.axis`` / ``Unsqueeze.axis`` (ONNX axes), ``Split.parts``
   (ONNX split). ONNX inputs that are constants here are fields too
-  (``Reshape.shape``, ``Slice.starts``, ``Clip.min``, ``Gather.indices``).
+  (``Reshape.shape``, ``Slice.starts``, ``Clip.min``, ``Gather.indices``,
+  and batch norm's ``running_mean`` / ``running_var`` Tensors).
 * ``op.requires_grad``: whether any input required a gradient.
 
 A recorded output ``y`` has ``y.creator`` and, for multi-output ops,

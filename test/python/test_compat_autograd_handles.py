@@ -310,7 +310,8 @@ def test_batchnorm_2d_handle_form():
     np.testing.assert_allclose(rmt.numpy(), 0.1 * mean, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(rvt.numpy(), 0.9 + 0.1 * var, rtol=1e-4, atol=1e-6)
     op = y.creator
-    assert isinstance(op, autograd._BatchNorm2d) and len(op.src) == 5
+    assert isinstance(op, autograd._BatchNorm2d) and len(op.src) == 3
+    assert op.running_mean is rmt and op.running_var is rvt
     autograd.training = False
     y = autograd._BatchNorm2d(h, rmt, rvt)(T(x), T(scale), T(bias))[0]
     sh = (1, 3, 1, 1)
@@ -332,3 +333,29 @@ def test_handle_forms_check_their_arguments():
     y = autograd.conv2d(x, T(randn(3, 2, 1, 1)), None, stride=2)
     assert y.shape == (1, 3, 2, 2)
     assert autograd.pooling_2d(x, 2).shape == (1, 2, 2, 2)
+
+
+def test_direct_backward_calls_as_in_singas_tests():
+    # SINGA's tests call the creator's backward on a CTensor gradient and
+    # unpack one gradient per learnable input
+    autograd.training = True
+    x = tensor.Tensor((2, 3, 3, 3))
+    x.gaussian(0.0, 1.0)
+    dy = singa_wrap.Tensor((2, 3, 3, 3))
+    dy.Gaussian(0.0, 1.0)
+    bn = autograd.BatchNorm2d(3)
+    y = bn(x)
+    dx, ds, db = y.creator.backward(dy)
+    assert dx.shape() == (2, 3, 3, 3) and ds.shape() == (3,) and db.shape() == (3,)
+    _, _, _, grads = np_bn_train(x.numpy(), np.ones(3), np.zeros(3))
+    for got, ref in zip((dx, ds, db), grads(N(dy))):
+        np.testing.assert_allclose(N(got), ref, rtol=1e-3, atol=1e-4)
+    conv = autograd.Conv2d(3, 2, 2, stride=1, padding=0, bias=False)
+    y = conv(x)
+    dyc = singa_wrap.Tensor(y.shape)
+    dyc.Gaussian(0.0, 1.0)
+    dx, dW = y.creator.backward(dyc)
+    _, grads = np_conv(x.numpy(), conv.W.numpy(), None, (1, 1), (0, 0, 0, 0))
+    rx, rw, _ = grads(N(dyc))
+    np.testing.assert_allclose(N(dx), rx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(dW), rw, rtol=1e-4, atol=1e-4)

@@ -383,9 +383,11 @@ def _one_hot(op, ins, outs, g, leaves):
 
 @exports("_BatchNorm2d")
 def _batch_norm(op, ins, outs, g, leaves):
-    # Inference form: normalise with the running statistics (inputs 3, 4).
-    g.node("BatchNormalization", ins, outs, name=op.name, epsilon=float(op.epsilon),
-           momentum=float(op.momentum))
+    # Inference form: normalise with the running statistics (inputs 3, 4),
+    # which are the operator's fields.
+    stats = [g.tensor(op.running_mean), g.tensor(op.running_var)]
+    g.node("BatchNormalization", list(ins) + stats, outs, name=op.name,
+           epsilon=float(op.epsilon), momentum=float(op.momentum))
 
 
 @exports("LayerNorm")

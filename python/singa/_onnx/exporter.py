@@ -33,6 +33,7 @@ class GraphBuilder:
         self.initializers = []
         self._names = set()
         self._counter = 0
+        self._tensors = {}   # id -> (name, tensor): one initializer per tensor
 
     def unique(self, hint):
         """A value name not used yet, based on hint."""
@@ -65,6 +66,18 @@ class GraphBuilder:
         arr = np.asarray(value, dtype=dtype)
         name = self.unique(hint)
         self.initializers.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def tensor(self, t, hint=None):
+        """The name of an initializer holding tensor t's values, added the
+        first time t is seen; named after t (or hint) when that is free."""
+        known = self._tensors.get(id(t))
+        if known is not None:
+            return known[0]
+        hint = hint or t.name or "const"
+        name = hint if self.claim(hint) else self.unique(hint)
+        self.initializers.append(numpy_helper.from_array(tensor.to_numpy(t), name))
+        self._tensors[id(t)] = (name, t)   # t is kept, so its id stays its own
         return name
 
     def ints(self, values, hint="ints"):
@@ -176,7 +189,6 @@ def to_onnx(inputs, outputs, model_name="sonnx", opset_version=17,
     for n in input_names + output_names:
         g.claim(n)
     values = {}        # (op, output index) -> value name
-    leaf_names = {}    # id(tensor) -> value name for leaves
     input_ids = {id(x): name for x, name in zip(inputs, input_names)}
     used_inputs = set()
 
@@ -186,12 +198,7 @@ def to_onnx(inputs, outputs, model_name="sonnx", opset_version=17,
         if key in input_ids:
             used_inputs.add(key)
             return input_ids[key]
-        if key not in leaf_names:
-            hint = t.name or d.name or "const"
-            name = hint if g.claim(hint) else g.unique(hint)
-            g.initializers.append(numpy_helper.from_array(tensor.to_numpy(t), name))
-            leaf_names[key] = name
-        return leaf_names[key]
+        return g.tensor(t, t.name or d.name)
 
     def name_of(src):
         op, idx = src[0], src[1]

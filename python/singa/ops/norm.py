@@ -8,28 +8,29 @@ from singa import autograd
 from singa.autograd import Operator
 from singa.ops import unbroadcast, norm_axis
 from singa.ops.conv import _two_forms
-from singa.tensor import _wrap
+from singa.tensor import Tensor, _wrap
 
 __all__ = ["_BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
 
 
 class _BatchNorm2d(Operator):
     """Batch normalisation of x (N, C, ...) per channel (ONNX
-    BatchNormalization; inputs x, scale, bias, running_mean, running_var,
-    each of the last four of shape (C,); attributes momentum, epsilon).
+    BatchNormalization; inputs x, scale, bias of shape (C,); the running
+    statistics are the fields running_mean and running_var, Tensors of
+    shape (C,) (ONNX inputs 3 and 4, written as initializers on export);
+    attributes momentum, epsilon).
 
     While ``autograd.training`` is on, x is normalised with the batch mean
     and biased variance (as ONNX), and the running statistics are updated
     in place: running = momentum * running + (1 - momentum) * batch.
-    Otherwise the running statistics are used. The running statistics get
-    no gradient. The C++ kernels of src/core/nn do the arithmetic. Backward
-    is the training gradient, through the batch statistics; it needs a
-    forward run in training mode.
+    Otherwise the running statistics are used. The C++ kernels of
+    src/core/nn do the arithmetic. backward returns (dx, dscale, dbias), as
+    SINGA's: the training gradient, through the batch statistics; it needs
+    a forward run in training mode.
 
     SINGA's form ``_BatchNorm2d(handle, running_mean, running_var)(x,
     scale, bias)`` takes momentum and epsilon from a
-    ``singa_wrap.BatchNormHandle``; the running statistics still become the
-    op's last two inputs, so graphs look the same either way.
+    ``singa_wrap.BatchNormHandle``; singa's gives them as keywords.
     """
 
     def __init__(self, handle=None, running_mean=None, running_var=None, name=None,
@@ -41,23 +42,18 @@ class _BatchNorm2d(Operator):
                 raise TypeError(f"batchnorm_2d: handle must be a singa_wrap.BatchNormHandle, "
                                 f"got {type(handle).__name__}")
             momentum, epsilon = handle.factor, handle.epsilon
-        # SINGA's scripts may hand the statistics' CTensors (t.data)
-        self.running_mean = _wrap(running_mean) if isinstance(running_mean, _cw.Tensor) \
-            else running_mean
-        self.running_var = _wrap(running_var) if isinstance(running_var, _cw.Tensor) \
-            else running_var
+        self.running_mean = _statistic(running_mean, "running_mean")
+        self.running_var = _statistic(running_var, "running_var")
         self.momentum = float(momentum)
         self.epsilon = float(epsilon)
 
-    def __call__(self, x, scale, bias, *stats):
-        if not stats and self.running_mean is not None:
-            stats = (self.running_mean, self.running_var)
-        return super().__call__(x, scale, bias, *stats)
-
-    def forward(self, x, scale, bias, running_mean, running_var):
+    def forward(self, x, scale, bias):
         s = x.shape()
         if len(s) < 2:
             raise ValueError(f"batchnorm_2d: expected (N, C, ...) input, got shape {s}")
+        if self.running_mean is None or self.running_var is None:
+            raise ValueError("batchnorm_2d: the operator needs running_mean and running_var")
+        running_mean, running_var = self.running_mean.data, self.running_var.data
         c = s[1]
         for t, n in ((scale, "scale"), (bias, "bias"), (running_mean, "running_mean"),
                      (running_var, "running_var")):
@@ -74,9 +70,18 @@ class _BatchNorm2d(Operator):
         return y
 
     def backward(self, dy):
-        dx, dscale, dbias = _cw.BatchNormBackward(self._x, dy, self._scale, self._mean,
-                                                  self._var, self.epsilon)
-        return dx, dscale, dbias, None, None
+        return _cw.BatchNormBackward(self._x, dy, self._scale, self._mean, self._var,
+                                     self.epsilon)
+
+
+def _statistic(t, name):
+    """A running statistic as a Tensor (SINGA's scripts may hand its
+    CTensor, t.data)."""
+    if t is None or isinstance(t, Tensor):
+        return t
+    if isinstance(t, _cw.Tensor):
+        return _wrap(t)
+    raise TypeError(f"batchnorm_2d: {name} must be a Tensor, got {type(t).__name__}")
 
 
 def _blend(running, batch, momentum):
@@ -96,8 +101,8 @@ def _singa_batchnorm_2d(handle, x, scale, bias, running_mean, running_var):
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, epsilon=1e-5):
     """batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9,
     epsilon=1e-5)."""
-    return _BatchNorm2d(momentum=momentum, epsilon=epsilon)(x, scale, bias, running_mean,
-                                                             running_var)[0]
+    return _BatchNorm2d(None, running_mean, running_var, momentum=momentum,
+                        epsilon=epsilon)(x, scale, bias)[0]
 
 
 class LayerNorm(Operator):
