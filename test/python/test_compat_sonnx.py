@@ -149,6 +149,7 @@ def test_sonnx_model_aux_output_and_last_layers():
     assert [n.op_type for n in m.graph.node] == ["MatMul", "Add", "Relu"]
     net = sonnx.SONNXModel(m)
     net.eval()
+    assert isinstance(net.sg_ir, sonnx.SingaRep)
     xn, wn, bn = x.numpy(), w.numpy(), b.numpy()
     mm_name = m.graph.node[0].output[0]
     out, aux = net.forward(x, aux_output=(mm_name,))

@@ -77,6 +77,11 @@ class SONNXModel(singa_model.Model):
         self.__dict__["_initialized"] = True
 
     @property
+    def sg_ir(self):
+        """The prepared graph (SINGA's attribute name): a SingaRep."""
+        return self._rep
+
+    @property
     def input_names(self):
         return list(self._rep.input_names)
 
