@@ -144,6 +144,8 @@ def test_conv_handle_errors():
         singa_wrap.ConvHandle(x, [7, 7], [1, 1], [0, 0], 3, 2, True, 1)
     with pytest.raises(ValueError, match="4-D"):
         singa_wrap.ConvHandle(T(randn(3, 5, 5)).data, [3, 3], [1, 1], [0, 0], 3, 2, True, 1)
+    with pytest.raises(ValueError, match="must fit an int"):
+        singa_wrap.ConvHandle(x, [3, 3], [1, 1], [2 ** 62, 0], 3, 2, True, 1)
     h = singa_wrap.ConvHandle(x, [3, 3], [1, 1], [0, 0], 3, 2, True, 1)
     with pytest.raises(AttributeError):
         h.group = 0                        # handles describe one geometry: read-only
@@ -195,6 +197,8 @@ def test_pooling_handle_errors():
         singa_wrap.PoolingHandle(x, [0, 2], [1, 1], [0, 0])
     with pytest.raises(ValueError, match="does not fit"):
         singa_wrap.PoolingHandle(x, [5, 5], [1, 1], [0, 0])
+    with pytest.raises(ValueError, match="too large"):
+        singa_wrap.PoolingHandle(x, [2, 2], [1, 1], [2 ** 31 - 1, 0])
     h = singa_wrap.PoolingHandle(x, [2, 2], [2, 2], [0, 0])
     with pytest.raises(ValueError, match=r"\(1, 3, 4, 4\)"):
         singa_wrap.CpuPoolingForward(h, T(randn(1, 3, 4, 4)).data)

@@ -4,6 +4,7 @@
 #include "singa/core/model_operation.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "singa/core/nn.h"
 
@@ -95,6 +96,11 @@ ConvHandle::ConvHandle(const Tensor& input, const std::vector<size_t>& kernel_si
   auto p = Two(padding, op, "padding");
   SINGA_CHECK(k[0] >= 1 && k[1] >= 1 && s[0] >= 1 && s[1] >= 1, ValueError, op,
               ": kernel_size ", kernel_size, " and stride ", stride, " must be positive");
+  const size_t kMax = 0x7fffffff;  // the kernels take int sizes
+  SINGA_CHECK(k[0] <= kMax && k[1] <= kMax && s[0] <= kMax && s[1] <= kMax && p[0] <= kMax &&
+                  p[1] <= kMax && out_channels <= kMax,
+              ValueError, op, ": kernel_size ", kernel_size, ", stride ", stride, ", padding ",
+              padding, " and out_channels ", out_channels, " must fit an int");
   SINGA_CHECK(in_channels == input.shape()[1], ShapeError, op, ": in_channels ", in_channels,
               " does not match input shape ", input.shape());
   SINGA_CHECK(groups >= 1 && in_channels % groups == 0 && out_channels % groups == 0 &&
@@ -188,11 +194,15 @@ PoolingHandle::PoolingHandle(const Tensor& input, const std::vector<int>& kernel
   pad_h = p[0];
   pad_w = p[1];
   is_max_pooling = is_max;
-  SINGA_CHECK(height + 2 * pad_h >= kernel_h && width + 2 * pad_w >= kernel_w, ShapeError, op,
-              ": kernel_size ", kernel_size, " does not fit input shape ", xs,
-              " with padding ", padding);
-  pooled_height = (height + 2 * pad_h - kernel_h) / stride_h + 1;
-  pooled_width = (width + 2 * pad_w - kernel_w) / stride_w + 1;
+  // 64-bit, so no padding a script passes can overflow
+  const int64_t span_h = int64_t(height) + 2 * int64_t(pad_h) - kernel_h;
+  const int64_t span_w = int64_t(width) + 2 * int64_t(pad_w) - kernel_w;
+  SINGA_CHECK(span_h >= 0 && span_w >= 0, ShapeError, op, ": kernel_size ", kernel_size,
+              " does not fit input shape ", xs, " with padding ", padding);
+  SINGA_CHECK(span_h / stride_h < 0x7fffffff && span_w / stride_w < 0x7fffffff, ValueError, op,
+              ": padding ", padding, " gives an output too large");
+  pooled_height = static_cast<int>(span_h / stride_h + 1);
+  pooled_width = static_cast<int>(span_w / stride_w + 1);
 }
 
 Tensor CpuPoolingForward(const PoolingHandle& ph, const Tensor& x) {
