@@ -87,9 +87,10 @@ training = False
 
 _op_ids = itertools.count()
 
-# Weak references to the operators that finished backward passes walked;
-# released by the next operator call that keeps tensors for backward.
-_walked = []
+# Weak references to the operators that finished backward passes walked
+# (a set: walking a graph twice adds nothing); released by the next
+# operator call that keeps tensors for backward.
+_walked = set()
 
 
 @contextlib.contextmanager
@@ -335,7 +336,7 @@ def _leaf(x, d):
 def _release_walked():
     """Releases the operators walked by finished backward passes."""
     global _walked
-    refs, _walked = _walked, []
+    refs, _walked = _walked, set()
     for r in refs:
         op = r()
         if op is not None and op.src is not None:
@@ -395,14 +396,14 @@ def backward(y, dy=None):
     # This pass adopts the graphs earlier passes walked, so an operator
     # called inside the loop over its pairs cannot release what it walks.
     global _walked
-    adopted, _walked = _walked, []
+    adopted, _walked = _walked, set()
     walked = []
     try:
         deps = _plan(root, walked)
         yield from _propagate(root, root_index, g0, deps)
     finally:
-        _walked.extend(adopted)
-        _walked.extend(weakref.ref(op) for op in walked)
+        _walked |= {r for r in adopted if r() is not None}
+        _walked.update(weakref.ref(op) for op in walked)
 
 
 def _propagate(root, root_index, g0, deps):
