@@ -150,7 +150,7 @@ class Tensor:
         return self.data.MemSize()
 
     def is_transpose(self):
-        return self.data.transpose()
+        return self.data.IsTransposed()
 
     def is_contiguous(self):
         return self.data.IsContiguous()
