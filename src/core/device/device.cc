@@ -1,5 +1,6 @@
 #include "singa/core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -13,6 +14,11 @@
 #include "singa/core/blas.h"
 
 namespace singa {
+
+namespace {
+// Above this, set_num_threads is surely a mistake.
+constexpr int kMaxThreads = 4096;
+}  // namespace
 
 size_t Product(const Shape& shape) {
   size_t n = 1;
@@ -117,9 +123,14 @@ void CppCPU::Free(void* ptr, size_t size) {
     void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) & ~(kHugePage - 1));
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cached_bytes_ + rounded <= kCacheLimit) {
-      cache_[rounded].push_back(base);
-      cached_bytes_ += rounded;
-      return;
+      // Free runs in ~Block, so nothing may escape: if the cache cannot
+      // grow to hold the buffer, the buffer is released instead.
+      try {
+        cache_[rounded].push_back(base);
+        cached_bytes_ += rounded;
+        return;
+      } catch (...) {
+      }
     }
     std::free(base);
     return;
@@ -141,12 +152,15 @@ std::shared_ptr<Device> DefaultDevice() {
 
 void SetNumThreads(int n) {
   SINGA_CHECK(n >= 1, ValueError, "set_num_threads: need at least 1 thread, got ", n);
+  SINGA_CHECK(n <= kMaxThreads, ValueError, "set_num_threads: ", n,
+              " threads is more than the ", kMaxThreads, " supported");
 #ifdef _OPENMP
+  // More threads than processors only adds switching (and a runaway count
+  // would have OpenMP reserve a stack for each), so use what the machine has.
+  n = std::min(n, omp_get_num_procs());
   omp_set_num_threads(n);
 #endif
-#ifndef SINGA_BLAS_NO_PREFIX
-  SINGA_BLAS(openblas_set_num_threads)(n);
-#endif
+  SetBlasThreads(n);
 }
 
 int GetNumThreads() {
