@@ -2,6 +2,7 @@
 #include "singa/core/nn.h"
 
 #include <climits>
+#include <cmath>
 #include <stdexcept>
 
 #include "singa/core/nn_kernels.h"
@@ -36,14 +37,19 @@ std::vector<int> Pads(const std::vector<int>& v, const char* op) {
   return v;
 }
 
-// Runs a kernel, turning its std::invalid_argument into a ShapeError.
+// Queues a kernel on the device of the first output. Every argument was
+// checked before (the kernels' own checks cannot fire), and fn captures by
+// value, as doc/design.md's Exec contract asks.
 template <typename Fn>
-void RunKernel(const char* op, const Tensor& out, Fn&& fn) {
-  try {
-    out.device()->Exec([&](Context*) { fn(); }, {}, {out.block()});
-  } catch (const std::invalid_argument& e) {
-    SINGA_THROW(ShapeError, op, ": ", e.what());
-  }
+void RunKernel(const std::vector<Block*>& reads, const std::vector<Tensor>& outs, Fn fn) {
+  std::vector<Block*> writes;
+  for (const Tensor& t : outs) writes.push_back(t.block());
+  outs[0].device()->Exec([fn](Context*) mutable { fn(); }, reads, writes);
+}
+
+void CheckEps(const char* op, float eps) {
+  SINGA_CHECK(eps >= 0.f && std::isfinite(eps), ValueError, op,
+              ": eps must be finite and non-negative, got ", eps);
 }
 
 // Fills the fields that convolution and pooling parameters share.
@@ -131,7 +137,7 @@ Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
   }
   Tensor xc = x.Contiguous(), wc = w.Contiguous();
   Tensor y({x.shape()[0], w.shape()[0], size_t(p.oh()), size_t(p.ow())}, x.device());
-  RunKernel(op, y, [&] {
+  RunKernel({xc.block(), wc.block(), bc.block()}, {y}, [=]() mutable {
     cpu::Conv2dForward(xc.data<float>(), wc.data<float>(),
                        bc.empty() ? nullptr : bc.data<float>(), y.mutable_data<float>(), p);
   });
@@ -151,7 +157,7 @@ Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shap
               " should be ", ys);
   Tensor dyc = dy.Contiguous(), wc = w.Contiguous();
   Tensor dx(x_shape, dy.device());
-  RunKernel(op, dx, [&] {
+  RunKernel({dyc.block(), wc.block()}, {dx}, [=]() mutable {
     cpu::Conv2dBackwardData(dyc.data<float>(), wc.data<float>(), dx.mutable_data<float>(), p);
   });
   return dx;
@@ -170,7 +176,7 @@ Tensor Conv2dBackwardWeight(const Tensor& x, const Tensor& dy, const Shape& w_sh
               " should be ", ys);
   Tensor xc = x.Contiguous(), dyc = dy.Contiguous();
   Tensor dw(w_shape, x.device());
-  RunKernel(op, dw, [&] {
+  RunKernel({xc.block(), dyc.block()}, {dw}, [=]() mutable {
     cpu::Conv2dBackwardWeight(xc.data<float>(), dyc.data<float>(), dw.mutable_data<float>(), p);
   });
   return dw;
@@ -186,7 +192,7 @@ std::vector<Tensor> MaxPool2dForward(const Tensor& x, const std::vector<int>& ke
   Shape ys = {x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())};
   Tensor xc = x.Contiguous();
   Tensor y(ys, x.device()), argmax(ys, x.device(), kInt);
-  RunKernel(op, y, [&] {
+  RunKernel({xc.block()}, {y, argmax}, [=]() mutable {
     cpu::MaxPool2dForward(xc.data<float>(), y.mutable_data<float>(),
                           argmax.mutable_data<int32_t>(), p);
   });
@@ -209,13 +215,14 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
   // The kernel scatters into dx at these positions: each must lie inside
   // its H*W plane (negative marks a window with no input, and is skipped).
+  ac.device()->Sync();
   const int32_t* am = ac.data<int32_t>();
   const int64_t plane = int64_t(p.h) * p.w;
   for (size_t i = 0; i < ac.Size(); ++i)
     SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
                 " is outside an input plane of ", p.h, "x", p.w, " elements");
   Tensor dx(x_shape, dy.device());
-  RunKernel(op, dx, [&] {
+  RunKernel({dyc.block(), ac.block()}, {dx}, [=]() mutable {
     cpu::MaxPool2dBackward(dyc.data<float>(), ac.data<int32_t>(), dx.mutable_data<float>(), p);
   });
   return dx;
@@ -230,7 +237,9 @@ Tensor AvgPool2dForward(const Tensor& x, const std::vector<int>& kernel,
                                count_include_pad);
   Tensor xc = x.Contiguous();
   Tensor y({x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())}, x.device());
-  RunKernel(op, y, [&] { cpu::AvgPool2dForward(xc.data<float>(), y.mutable_data<float>(), p); });
+  RunKernel({xc.block()}, {y}, [=]() mutable {
+    cpu::AvgPool2dForward(xc.data<float>(), y.mutable_data<float>(), p);
+  });
   return y;
 }
 
@@ -247,7 +256,9 @@ Tensor AvgPool2dBackward(const Tensor& dy, const Shape& x_shape,
               " should be ", ys);
   Tensor dyc = dy.Contiguous();
   Tensor dx(x_shape, dy.device());
-  RunKernel(op, dx, [&] { cpu::AvgPool2dBackward(dyc.data<float>(), dx.mutable_data<float>(), p); });
+  RunKernel({dyc.block()}, {dx}, [=]() mutable {
+    cpu::AvgPool2dBackward(dyc.data<float>(), dx.mutable_data<float>(), p);
+  });
   return dx;
 }
 
@@ -279,11 +290,12 @@ std::vector<Tensor> BatchNormForwardTraining(const Tensor& x, const Tensor& scal
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
   CheckChannelVec(op, bias, c, "bias");
+  CheckEps(op, eps);
   SINGA_CHECK(n * static_cast<size_t>(hw) > 0, ShapeError, op,
               ": training needs at least one value per channel, got input ", x.shape());
   Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous();
   Tensor y(x.shape(), x.device()), mean({size_t(c)}, x.device()), var({size_t(c)}, x.device());
-  RunKernel(op, y, [&] {
+  RunKernel({xc.block(), sc.block(), bc.block()}, {y, mean, var}, [=]() mutable {
     cpu::BatchNormForwardTraining(xc.data<float>(), sc.data<float>(), bc.data<float>(),
                                   y.mutable_data<float>(), mean.mutable_data<float>(),
                                   var.mutable_data<float>(), n, c, hw, eps);
@@ -300,10 +312,12 @@ Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Ten
   CheckChannelVec(op, bias, c, "bias");
   CheckChannelVec(op, running_mean, c, "running mean");
   CheckChannelVec(op, running_var, c, "running var");
+  CheckEps(op, eps);
+  if (x.Size() == 0) return Tensor(x.shape(), x.device());
   Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous(),
          mc = running_mean.Contiguous(), vc = running_var.Contiguous();
   Tensor y(x.shape(), x.device());
-  RunKernel(op, y, [&] {
+  RunKernel({xc.block(), sc.block(), bc.block(), mc.block(), vc.block()}, {y}, [=]() mutable {
     cpu::BatchNormForwardInference(xc.data<float>(), sc.data<float>(), bc.data<float>(),
                                    mc.data<float>(), vc.data<float>(), y.mutable_data<float>(),
                                    n, c, hw, eps);
@@ -321,10 +335,18 @@ std::vector<Tensor> BatchNormBackward(const Tensor& x, const Tensor& dy, const T
               " does not match input ", x.shape());
   CheckChannelVec(op, mean, c, "mean");
   CheckChannelVec(op, var, c, "var");
+  CheckEps(op, eps);
+  if (x.Size() == 0) {
+    Tensor ds({size_t(c)}, x.device()), db({size_t(c)}, x.device());
+    ds.SetValue(0.f);
+    db.SetValue(0.f);
+    return {Tensor(x.shape(), x.device()), ds, db};
+  }
   Tensor xc = x.Contiguous(), dyc = dy.Contiguous(), sc = scale.Contiguous(),
          mc = mean.Contiguous(), vc = var.Contiguous();
   Tensor dx(x.shape(), x.device()), ds({size_t(c)}, x.device()), db({size_t(c)}, x.device());
-  RunKernel(op, dx, [&] {
+  RunKernel({xc.block(), dyc.block(), sc.block(), mc.block(), vc.block()}, {dx, ds, db},
+            [=]() mutable {
     cpu::BatchNormBackward(xc.data<float>(), dyc.data<float>(), sc.data<float>(),
                            mc.data<float>(), vc.data<float>(), dx.mutable_data<float>(),
                            ds.mutable_data<float>(), db.mutable_data<float>(), n, c, hw, eps);

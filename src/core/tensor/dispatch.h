@@ -8,32 +8,29 @@
 
 namespace singa {
 
-// Runs the statement with T bound to the C++ type of a computing dtype.
-#define SINGA_TYPE_SWITCH(dtype, T, op_name, ...)                         \
-  do {                                                                    \
-    switch (dtype) {                                                      \
-      case kFloat32: {                                                    \
-        using T = float;                                                  \
-        __VA_ARGS__;                                                      \
-        break;                                                            \
-      }                                                                   \
-      case kInt: {                                                        \
-        using T = int32_t;                                                \
-        __VA_ARGS__;                                                      \
-        break;                                                            \
-      }                                                                   \
-      default:                                                            \
-        SINGA_THROW(DtypeError, op_name, ": unsupported dtype ",          \
-                    DataTypeName(dtype));                                 \
-    }                                                                     \
-  } while (0)
+// Ops compute on float32 and int32 (float16 is converted first). These run
+// before Exec, so that a closure never meets a dtype it cannot handle.
+inline void CheckComputeType(const char* op, DataType dtype) {
+  SINGA_CHECK(dtype == kFloat32 || dtype == kInt, DtypeError, op,
+              ": unsupported dtype ", DataTypeName(dtype));
+}
+inline void CheckFloat32(const char* op, DataType dtype) {
+  SINGA_CHECK(dtype == kFloat32, DtypeError, op, ": needs a float32 tensor, got ",
+              DataTypeName(dtype));
+}
 
-#define SINGA_FLOAT_ONLY(dtype, T, op_name, ...)                         \
-  do {                                                                   \
-    SINGA_CHECK(dtype == kFloat32, DtypeError, op_name,                  \
-                ": needs a float32 tensor, got ", DataTypeName(dtype));   \
-    using T = float;                                                     \
-    __VA_ARGS__;                                                         \
+// Inside an Exec closure, after CheckComputeType: runs the statement with T
+// bound to int32_t for int32 and to float otherwise. It has no error branch
+// because closures must not throw for user input (doc/design.md).
+#define SINGA_TYPE_SWITCH(dtype, T, ...) \
+  do {                                   \
+    if ((dtype) == kInt) {               \
+      using T = int32_t;                 \
+      __VA_ARGS__;                       \
+    } else {                             \
+      using T = float;                   \
+      __VA_ARGS__;                       \
+    }                                    \
   } while (0)
 
 // Runs the statement with Lang bound to the device's backend tag.

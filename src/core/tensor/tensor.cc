@@ -161,22 +161,23 @@ void CastInto(const Tensor& x, Tensor* out) {
   if (x.Size() == 0) return;
   Tensor src = Unaliased(x, *out);
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &src.stride()});
-  auto run = [&](auto in_tag) {
-    using TI = decltype(in_tag);
-    const TI* xp = src.data<TI>();
-    switch (out->data_type()) {
-      case kFloat16:
-        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<Half>());
-        break;
-      case kFloat32:
-        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<float>());
-        break;
-      default:
-        Math<lang::Cpp>::Cast(sp, xp, out->mutable_data<int32_t>());
-    }
-  };
+  Tensor o = *out;
   out->device()->Exec(
-      [&](Context*) {
+      [sp, src, o](Context*) mutable {
+        auto run = [&](auto in_tag) {
+          using TI = decltype(in_tag);
+          const TI* xp = src.data<TI>();
+          switch (o.data_type()) {
+            case kFloat16:
+              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<Half>());
+              break;
+            case kFloat32:
+              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<float>());
+              break;
+            default:
+              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<int32_t>());
+          }
+        };
         switch (src.data_type()) {
           case kFloat16:
             run(Half{});
@@ -188,7 +189,7 @@ void CastInto(const Tensor& x, Tensor* out) {
             run(int32_t{});
         }
       },
-      {src.block()}, {out->block()});
+      {src.block()}, {o.block()});
 }
 }  // namespace
 
@@ -222,18 +223,18 @@ void Tensor::ToDevice(std::shared_ptr<Device> device) {
 void Tensor::SetValue(float x) {
   if (Size() == 0) return;
   ElemSpace sp = MakeElemSpace(shape_, {&strides_});
+  Tensor t = *this;
   device_->Exec(
-      [&](Context*) {
-        switch (dtype_) {
+      [sp, t, x](Context*) mutable {
+        switch (t.data_type()) {
           case kFloat16:
-            Math<lang::Cpp>::Fill(sp, Half{FloatToHalf(x)}, mutable_data<Half>());
+            Math<lang::Cpp>::Fill(sp, Half{FloatToHalf(x)}, t.mutable_data<Half>());
             break;
           case kFloat32:
-            Math<lang::Cpp>::Fill(sp, x, mutable_data<float>());
+            Math<lang::Cpp>::Fill(sp, x, t.mutable_data<float>());
             break;
           default:
-            Math<lang::Cpp>::Fill(sp, op::ToElem<int32_t>(x),
-                                  mutable_data<int32_t>());
+            Math<lang::Cpp>::Fill(sp, op::ToElem<int32_t>(x), t.mutable_data<int32_t>());
         }
       },
       {}, {block()});
@@ -274,8 +275,9 @@ template <typename Fill>
 void RandomFill(Tensor* t, Fill fill) {
   if (t->Size() == 0) return;
   if (t->data_type() == kFloat32 && t->IsContiguous()) {
-    t->device()->Exec([&](Context* ctx) { fill(t->mutable_data<float>(), ctx); },
-                      {}, {t->block()});
+    Tensor o = *t;
+    o.device()->Exec([o, fill](Context* ctx) mutable { fill(o.mutable_data<float>(), ctx); },
+                     {}, {o.block()});
     return;
   }
   Tensor tmp(t->shape(), t->device(), kFloat32);
@@ -289,7 +291,7 @@ void Tensor::Gaussian(float mean, float std) {
               "gaussian: need a finite mean and a positive std, got mean ",
               mean, " std ", std);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [&](float* p, Context* ctx) {
+  RandomFill(this, [=](float* p, Context* ctx) {
     Math<lang::Cpp>::Gaussian(n, mean, std, p, ctx);
   });
 }
@@ -299,7 +301,7 @@ void Tensor::Uniform(float low, float high) {
               ValueError, "uniform: need finite low <= high, got ", low, " and ",
               high);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [&](float* p, Context* ctx) {
+  RandomFill(this, [=](float* p, Context* ctx) {
     Math<lang::Cpp>::Uniform(n, low, high, p, ctx);
   });
 }
@@ -308,7 +310,7 @@ void Tensor::Bernoulli(float p) {
   SINGA_CHECK(p >= 0 && p <= 1, ValueError,
               "bernoulli: probability must be in [0, 1], got ", p);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [&](float* y, Context* ctx) {
+  RandomFill(this, [=](float* y, Context* ctx) {
     Math<lang::Cpp>::Bernoulli(n, p, y, ctx);
   });
 }

@@ -82,15 +82,17 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) 
       MulScalarInto(*c, beta, c);
     return;
   }
-  SINGA_LANG_SWITCH(c->device(), Lang, c->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(c->data_type(), T, name,
+  CheckComputeType(name, a.data_type());
+  Tensor tc = *c;
+  SINGA_LANG_SWITCH(tc.device(), Lang, tc.device()->Exec(
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(tc.data_type(), T,
                           Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, alpha,
                                            ta.data<T>(), va.ld, tb.data<T>(),
-                                           vb.ld, beta, c->mutable_data<T>(),
+                                           vb.ld, beta, tc.mutable_data<T>(),
                                            vc.ld));
       },
-      {ta.block(), tb.block(), c->block()}, {c->block()}));
+      {ta.block(), tb.block(), tc.block()}, {tc.block()}));
 }
 
 Tensor Mult(const Tensor& a, const Tensor& b) {
@@ -155,9 +157,10 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   Strides bsa = BroadcastStrides(va_view, batch, name);
   Strides bsb = BroadcastStrides(vb_view, batch, name);
   const int64_t nbatch = static_cast<int64_t>(Product(batch));
+  CheckComputeType(name, a.data_type());
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(out.data_type(), T, name, {
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(out.data_type(), T, {
           for (int64_t i = 0; i < nbatch; ++i) {
             int64_t oa = 0, ob = 0, r = i;
             for (size_t d = batch.size(); d-- > 0;) {
@@ -306,10 +309,10 @@ Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis) {
   for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
   for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
   const size_t row = inner * SizeOf(x.data_type());
-  const char* src = static_cast<const char*>(xc.raw_data());
-  char* dst = static_cast<char*>(out.mutable_raw_data());
   out.device()->Exec(
-      [&](Context*) {
+      [=](Context*) mutable {
+        const char* src = static_cast<const char*>(xc.raw_data());
+        char* dst = static_cast<char*>(out.mutable_raw_data());
 #pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
         for (int64_t o = 0; o < outer; ++o)
           for (int64_t i = 0; i < m; ++i)
@@ -351,6 +354,7 @@ void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
               " does not fit ", want, " (", pos.size(), " positions along axis ", ax,
               " of ", dst->shape(), ")");
   if (src.Size() == 0) return;
+  CheckComputeType(op, dst->data_type());
   if (!dst->IsContiguous()) {
     Tensor tmp = dst->Clone();
     IndexAdd(&tmp, idx, src, axis);
@@ -362,12 +366,13 @@ void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
   const int64_t n = dst->shape()[ax];
   for (size_t i = 0; i < ax; ++i) outer *= dst->shape()[i];
   for (size_t i = ax + 1; i < dst->nDim(); ++i) inner *= dst->shape()[i];
-  dst->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(dst->data_type(), T, op,
-                          AddRows(dst->mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
+  Tensor d = *dst;
+  d.device()->Exec(
+      [=](Context*) mutable {
+        SINGA_TYPE_SWITCH(d.data_type(), T,
+                          AddRows(d.mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
       },
-      {sc.block()}, {dst->block()});
+      {sc.block(), d.block()}, {d.block()});
 }
 
 }  // namespace singa

@@ -28,14 +28,15 @@ void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
     src = Unaliased(x, *out);
     xs = BroadcastStrides(src, out->shape(), name);
   }
+  CheckComputeType(name, x.data_type());
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &xs});
-  SINGA_LANG_SWITCH(out->device(), Lang, out->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(out->data_type(), T, name,
-                          Math<Lang>::Unary(sp, src.data<T>(),
-                                            out->mutable_data<T>(), op));
+  Tensor o = *out;
+  SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+      [sp, src, o, op](Context*) mutable {
+        SINGA_TYPE_SWITCH(o.data_type(), T,
+                          Math<Lang>::Unary(sp, src.data<T>(), o.mutable_data<T>(), op));
       },
-      {src.block()}, {out->block()}));
+      {src.block()}, {o.block()}));
 }
 
 template <typename Op>
@@ -73,15 +74,19 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   Strides sa = BroadcastStrides(ta, out->shape(), name);
   Strides sb = b ? BroadcastStrides(tb, out->shape(), name)
                  : Strides(out->nDim(), 0);
+  CheckComputeType(name, a.data_type());
   ElemSpace sp = b_scalar && scalar_first
                      ? MakeElemSpace(out->shape(), {&out->stride(), &sb, &sa})
                      : MakeElemSpace(out->shape(), {&out->stride(), &sa, &sb});
-  SINGA_LANG_SWITCH(out->device(), Lang, out->device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(out->data_type(), T, name, {
-          T* y = out->mutable_data<T>();
-          if (b_scalar) {
-            const T s = op::ToElem<T>(*b_scalar);
+  Tensor o = *out;
+  const bool has_scalar = b_scalar != nullptr;
+  const float scalar = has_scalar ? *b_scalar : 0.f;
+  SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+      [sp, ta, tb, o, has_scalar, scalar, scalar_first](Context*) mutable {
+        SINGA_TYPE_SWITCH(o.data_type(), T, {
+          T* y = o.mutable_data<T>();
+          if (has_scalar) {
+            const T s = op::ToElem<T>(scalar);
             if (scalar_first)
               Math<Lang>::Binary(sp, &s, ta.data<T>(), y, Op());
             else
@@ -91,7 +96,7 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
           }
         });
       },
-      {ta.block(), b ? tb.block() : nullptr}, {out->block()}));
+      {ta.block(), b ? tb.block() : nullptr}, {o.block()}));
 }
 
 }  // namespace
@@ -158,10 +163,11 @@ Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.Size() == 0) return out;
   Strides sc = BroadcastStrides(c, s, name), sa = BroadcastStrides(a, s, name),
           sb = BroadcastStrides(b, s, name);
+  CheckComputeType(name, a.data_type());
   ElemSpace sp = MakeElemSpace(s, {&out.stride(), &sc, &sa, &sb});
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(out.data_type(), T, name,
+      [sp, c, a, b, out](Context*) mutable {
+        SINGA_TYPE_SWITCH(out.data_type(), T,
                           Math<Lang>::Where(sp, c.data<T>(), a.data<T>(),
                                             b.data<T>(), out.mutable_data<T>()));
       },
@@ -192,6 +198,7 @@ Tensor ReduceImpl(ReduceKind kind, const char* name, const Tensor& x,
     return ReduceImpl(kind, name, x.AsType(kFloat32), axes, keepdims)
         .AsType(kFloat16);
   std::vector<bool> red = ReducedAxes(x, axes, name);
+  CheckComputeType(name, x.data_type());
   Shape kept = x.shape(), dropped;
   for (size_t i = 0; i < x.nDim(); ++i) {
     if (red[i]) {
@@ -218,10 +225,9 @@ Tensor ReduceImpl(ReduceKind kind, const char* name, const Tensor& x,
     for (size_t i = begin; i <= end; ++i) shape[i] = 1;
     Tensor next(shape, cur.device(), cur.data_type());
     SINGA_LANG_SWITCH(cur.device(), Lang, cur.device()->Exec(
-        [&](Context*) {
-          SINGA_TYPE_SWITCH(cur.data_type(), T, name,
-                            Math<Lang>::Reduce(kind, outer, n, inner,
-                                               cur.data<T>(),
+        [kind, outer, n, inner, cur, next](Context*) mutable {
+          SINGA_TYPE_SWITCH(cur.data_type(), T,
+                            Math<Lang>::Reduce(kind, outer, n, inner, cur.data<T>(),
                                                next.mutable_data<T>()));
         },
         {cur.block()}, {next.block()}));
@@ -277,13 +283,13 @@ Tensor ArgReduce(bool is_max, const char* name, const Tensor& x, int axis,
     shape[ax] = 1;
   else
     shape.erase(shape.begin() + ax);
+  CheckComputeType(name, x.data_type());
   Tensor out(shape, x.device(), kInt);
   if (out.Size() == 0) return out;
   SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
-      [&](Context*) {
-        SINGA_TYPE_SWITCH(c.data_type(), T, name,
-                          Math<Lang>::ArgReduce(is_max, outer, n, inner,
-                                                c.data<T>(),
+      [is_max, outer, n, inner, c, out](Context*) mutable {
+        SINGA_TYPE_SWITCH(c.data_type(), T,
+                          Math<Lang>::ArgReduce(is_max, outer, n, inner, c.data<T>(),
                                                 out.mutable_data<int32_t>()));
       },
       {c.block()}, {out.block()}));
@@ -316,6 +322,7 @@ Tensor SoftmaxImpl(bool log, const Tensor& x, int axis) {
   const char* name = log ? "LogSoftMax" : "SoftMax";
   if (IsHalf(x)) return SoftmaxImpl(log, x.AsType(kFloat32), axis).AsType(kFloat16);
   size_t ax = NormAxis(axis, std::max<size_t>(x.nDim(), 1), name);
+  CheckFloat32(name, x.data_type());
   Tensor c = x.Contiguous();
   Tensor out(x.shape(), x.device(), x.data_type());
   if (out.Size() == 0) return out;
@@ -323,10 +330,8 @@ Tensor SoftmaxImpl(bool log, const Tensor& x, int axis) {
   for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
   for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
   SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
-      [&](Context*) {
-        SINGA_FLOAT_ONLY(c.data_type(), T, name,
-                         Math<Lang>::Softmax(log, outer, n, inner, c.data<T>(),
-                                             out.mutable_data<T>()));
+      [log, outer, n, inner, c, out](Context*) mutable {
+        Math<Lang>::Softmax(log, outer, n, inner, c.data<float>(), out.mutable_data<float>());
       },
       {c.block()}, {out.block()}));
   return out;
