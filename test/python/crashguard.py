@@ -51,8 +51,9 @@ for name, src in cases:
 """
 
 
-def _env():
+def _env(extra=None):
     env = dict(os.environ)
+    env.update(extra or {})
     py = os.path.join(ROOT, "python")
     if os.path.isdir(os.path.join(py, "singa")):
         env["PYTHONPATH"] = py + os.pathsep + env.get("PYTHONPATH", "")
@@ -67,15 +68,16 @@ def _env():
 MEM_LIMIT = int(os.environ.get("SINGA_CRASHGUARD_MEM", 3 << 30))
 
 
-def run_cases(cases, timeout=120, prelude=PRELUDE):
-    """{name: source} -> {name: (outcome, kind, detail)}, each snippet run once."""
+def run_cases(cases, timeout=120, prelude=PRELUDE, env=None):
+    """{name: source} -> {name: (outcome, kind, detail)}, each snippet run
+    once; env adds variables to the children's environment."""
     todo = list(cases.items())
     results = {}
     child = _CHILD.replace("PRELUDE_SRC", repr(prelude)).replace("MEM_LIMIT", str(MEM_LIMIT))
     while todo:
         proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=_env())
+                                env=_env(env))
         try:
             out, err = proc.communicate(json.dumps(todo), timeout=timeout)
             status = f"exit status {proc.returncode}"

@@ -216,6 +216,13 @@ def test_scalar_beyond_float32_is_value_error_naming_it(call):
         call(tensor.Tensor((2,)))
 
 
+def test_huge_python_int_scalar_is_value_error():
+    with pytest.raises(ValueError, match="1329 bits.*float32"):
+        tensor.Tensor((2,)) + 10**400
+    with pytest.raises(ValueError, match="float32"):
+        tensor.Tensor((2,)).set_value(-10**400)
+
+
 def test_infinite_scalars_are_allowed():
     t = tensor.Tensor((2,))
     np.testing.assert_array_equal((t + float("inf")).numpy(), [np.inf, np.inf])

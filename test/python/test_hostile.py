@@ -14,11 +14,11 @@ DOCUMENTED = {"ValueError", "TypeError", "IndexError", "RuntimeError", "MemoryEr
               "NotImplementedError", "FileNotFoundError"}
 
 
-def check(cases, expect=None, prelude=crashguard.PRELUDE):
+def check(cases, expect=None, prelude=crashguard.PRELUDE, env=None):
     """Runs cases; fails on a crash, an undocumented exception, or an
     outcome other than the one expect gives for a case."""
     expect = expect or {}
-    results = crashguard.run_cases(cases, prelude=prelude)
+    results = crashguard.run_cases(cases, prelude=prelude, env=env)
     bad = []
     for name, (outcome, kind, detail) in sorted(results.items()):
         if name in expect:
@@ -219,6 +219,63 @@ MISC_EXPECT = {"threads/100000": "ValueError", "threads/2**31-1": "ValueError",
 
 def test_thread_counts_and_pool_indices():
     check(MISC, MISC_EXPECT)
+
+
+# OpenBLAS jobs that an OpenMP team cannot host run on reserve threads; a
+# thread limit of 1 leaves every job but the caller's to them. A lost job
+# would hang the child (reported as a crash), a wrong one the result.
+_GEMM = """
+import os
+procs = len(os.sched_getaffinity(0))
+singa.set_num_threads(min(procs, 4))
+rng = np.random.default_rng(0)
+a = rng.standard_normal((600, 500)).astype(np.float32)
+b = rng.standard_normal((500, 700)).astype(np.float32)
+def gemm():
+    got = tensor.mult(tensor.from_numpy(a), tensor.from_numpy(b)).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-3)
+"""
+BLAS = {
+    "reserve/gemm": _GEMM + """
+tasks = len(os.listdir("/proc/self/task"))
+for _ in range(3):
+    gemm()
+if procs > 1:  # the reserve started its threads once, and reused them
+    assert len(os.listdir("/proc/self/task")) == tasks + min(procs, 4) - 1
+""",
+    "reserve/after-fork": _GEMM + """
+gemm()
+pid = os.fork()
+if pid == 0:
+    try:
+        gemm()
+        os._exit(0)
+    except BaseException:
+        os._exit(1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+""",
+    "reserve/threads-from-python": _GEMM + """
+import threading
+errors = []
+def work():
+    try:
+        gemm()
+    except BaseException as e:
+        errors.append(e)
+ts = [threading.Thread(target=work) for _ in range(3)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+assert not errors, errors
+""",
+}
+
+
+@pytest.mark.parametrize("omp_env", [{"OMP_THREAD_LIMIT": "1"}, {"OMP_DYNAMIC": "true"}])
+def test_blas_jobs_on_a_short_openmp_team(omp_env):
+    check(BLAS, {name: "ok" for name in BLAS}, env=omp_env)
 
 
 # ---- ONNX models with bad dimensions and attributes ----
