@@ -185,6 +185,7 @@ SINGA_INT_ARG(int64_t, INT64_MIN, INT64_MAX)
 %include "core_device.i"
 %include "core_tensor.i"
 %include "core_nn.i"
+%include "host_buffer.i"
 
 // After every class above: their Python types exist by now (see
 // SingaBuiltinAlloc).

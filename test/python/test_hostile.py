@@ -99,6 +99,9 @@ RAW.update({
     "null/CppCPU/Sync": "w.CppCPU.__new__(w.CppCPU).Sync()",
     "null/VecTensor/size": "w.VecTensor.__new__(w.VecTensor).size()",
     "null/Shape/getitem": "w.Shape.__new__(w.Shape)[0]",
+    "null/HostBuffer/memoryview": "memoryview(w.HostBuffer.__new__(w.HostBuffer))",
+    "null/HostBuffer/nbytes": "w.HostBuffer.__new__(w.HostBuffer).nbytes()",
+    "default/HostBuffer": "memoryview(w.HostBuffer(w.Tensor()))",
     "null/Tensor/init-later": "t = w.Tensor.__new__(w.Tensor); t.__init__([2, 3]); "
                               "assert t.Size() == 6",
 })
