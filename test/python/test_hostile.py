@@ -187,6 +187,52 @@ def test_wrapped_offsets_and_strides():
     check(OFFSETS, OFFSETS_EXPECT)
 
 
+# Random views over a small Block: a view the core accepts must read only
+# its own elements (compared with NumPy's as_strided over the same buffer),
+# and one it refuses must raise IndexError.
+_RANDOM_VIEWS = """
+import random
+rng = random.Random(SEED)
+base = np.arange(24, dtype=np.float32)
+c = tensor.from_numpy(base).data
+accepted = exercised = 0
+for _ in range(400):
+    nd = rng.randint(1, 3)
+    shape = [rng.choice([0, 1, 2, 2, 3, 3, 5, 2**31, 2**62]) for _ in range(nd)]
+    strides = [rng.choice([-7, -3, -1, -1, 0, 1, 1, 2, 4, 9, 2**40, -2**62, 2**62])
+               for _ in range(nd)]
+    offset = rng.choice([0, 1, 5, 23, 24, 2**63, 2**64 - 1])
+    size = int(np.prod(shape, dtype=object))
+    inside = size == 0 or (offset + sum(min(0, (d - 1) * st) for d, st in zip(shape, strides)) >= 0
+                           and offset + sum(max(0, (d - 1) * st) for d, st in zip(shape, strides)) < 24)
+    try:
+        v = c.View(shape, strides, offset)
+    except (IndexError, MemoryError):
+        assert not inside or size >= 2**62, (shape, strides, offset)
+        continue
+    assert inside, ("accepted", shape, strides, offset)
+    accepted += 1
+    if size == 0 or size > 4096:  # a big broadcast view is fine, but costly to compare
+        continue
+    exercised += 1
+    ref = np.array([base[offset + sum(i * st for i, st in zip(idx, strides))]
+                    for idx in np.ndindex(*shape)], np.float32).reshape(shape)
+    t = tensor.from_raw_tensor(v)
+    np.testing.assert_array_equal(t.numpy(), ref)
+    np.testing.assert_allclose(tensor.exp(t).numpy(), np.exp(ref), rtol=1e-6)
+    np.testing.assert_array_equal((t + t).numpy(), ref + ref)
+    np.testing.assert_allclose(tensor.sum(t, axis=0).numpy(), ref.sum(axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(tensor.from_raw_tensor(v.Transpose()).numpy(), ref.T)
+    np.testing.assert_array_equal(tensor.argmax(t, axis=-1).numpy(), ref.argmax(axis=-1))
+assert exercised > 20, (accepted, exercised)
+"""
+VIEWS = {f"random-views/{seed}": _RANDOM_VIEWS.replace("SEED", str(seed)) for seed in range(4)}
+
+
+def test_random_views_read_only_their_elements():
+    check(VIEWS, {name: "ok" for name in VIEWS})
+
+
 # ---- thread counts and pooling indices ----
 
 _POOL = """

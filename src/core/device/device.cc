@@ -21,6 +21,9 @@ constexpr int kMaxThreads = 4096;
 }  // namespace
 
 size_t Product(const Shape& shape) {
+  // An empty dimension empties the shape, however large the others are.
+  for (size_t d : shape)
+    if (d == 0) return 0;
   size_t n = 1;
   for (size_t d : shape) {
     if (d != 0 && n > std::numeric_limits<size_t>::max() / 4 / d)
