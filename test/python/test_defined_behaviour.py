@@ -199,6 +199,18 @@ def test_int32_scalars_and_fills_saturate():
     np.testing.assert_array_equal(tensor.clip(x, -4, None).numpy(), [-4, -3, 5, I32.max])
 
 
+def test_int32_index_add_wraps_like_numpy():
+    dst = np.array([I32.max, 5, I32.min], np.int32)
+    src = np.array([1, 2, -1, 3], np.int32)
+    idx = np.array([0, 0, 2, 1], np.int32)
+    d = T(dst)
+    singa_wrap.IndexAdd(d.data, T(idx).data, T(src).data, 0)
+    want = dst.copy()
+    with np.errstate(over="ignore"):
+        np.add.at(want, idx, src)
+    np.testing.assert_array_equal(d.numpy(), want)
+
+
 def test_int32_matmul_wraps_like_numpy():
     a = np.array([[I32.max, 2], [3, -4]], np.int32)
     b = np.array([[2, 1], [I32.min, 5]], np.int32)

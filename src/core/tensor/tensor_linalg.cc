@@ -380,7 +380,9 @@ void AddRows(T* d, const T* s, const std::vector<int64_t>& pos, int64_t outer, i
     for (int64_t i = 0; i < m; ++i) {
       T* dr = d + (o * n + pos[i]) * inner;
       const T* sr = s + (o * m + i) * inner;
-      for (int64_t j = 0; j < inner; ++j) dr[j] += sr[j];
+      // int32 sums wrap (ToElem) instead of overflowing.
+      for (int64_t j = 0; j < inner; ++j)
+        dr[j] = op::ToElem<T>(static_cast<typename op::EvalType<T>::type>(dr[j]) + sr[j]);
     }
 }
 }  // namespace
