@@ -1,0 +1,346 @@
+"""Every autograd operator (forward and backward), every layer and every
+optimizer step on another device against the default CPU device, on the
+same inputs. `other` is a separate CPU device and every visible GPU (see
+conftest.py); float32 agrees to rtol 1e-5 with atol 1e-5 of the largest
+magnitude (sums run in another order on a GPU).
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from singa import autograd, layer, ops, opt, singa_wrap, tensor
+
+rng = np.random.default_rng(11)
+CPU = singa_wrap.DefaultDevice()
+LAYOUTS = ("contiguous", "transposed", "sliced")
+
+
+def close(got, want, rtol=1e-5, what=""):
+    want = np.asarray(want, dtype=np.float64)
+    scale = float(np.abs(want).max()) if want.size else 1.0
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol,
+                               atol=rtol * max(scale, 1.0), err_msg=what)
+
+
+def U(lo, hi, shape=(3, 4)):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def S(lo, hi, shape=(3, 4)):
+    """|x| in [lo, hi] with random signs (away from kinks at 0)."""
+    return U(lo, hi, shape) * np.where(rng.random(shape) < 0.5, -1, 1).astype(np.float32)
+
+
+def I(*values):
+    return np.array(values, np.int32)
+
+
+def on(arr, dev, layout):
+    if arr.dtype != np.float32 or arr.ndim < 1 or layout == "contiguous":
+        return tensor.from_numpy(arr, dev)
+    if layout == "transposed" and arr.ndim >= 2:
+        axes = tuple(range(arr.ndim - 2)) + (arr.ndim - 1, arr.ndim - 2)
+        return tensor.from_numpy(np.ascontiguousarray(arr.transpose(axes)), dev).transpose(axes)
+    wide = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1],), arr.dtype)
+    wide[..., ::2] = arr
+    return tensor.from_numpy(wide, dev)[..., ::2]
+
+
+# Operator class name: (function of tensors, inputs, indices that get a
+# gradient or None for every float32 input).
+CASES = {
+    "ReLU": (ops.relu, [S(0.1, 2)], None),
+    "Sigmoid": (ops.sigmoid, [S(0, 4)], None),
+    "Tanh": (ops.tanh, [S(0, 2)], None),
+    "LeakyRelu": (lambda x: ops.leakyrelu(x, 0.2), [S(0.1, 2)], None),
+    "Elu": (lambda x: ops.elu(x, 0.7), [S(0.1, 2)], None),
+    "SeLU": (ops.selu, [S(0.1, 2)], None),
+    "PRelu": (ops.prelu, [S(0.1, 2, (2, 3, 4)), U(0.1, 0.5, (3, 1))], None),
+    "Gelu": (ops.gelu, [S(0, 3)], None),
+    "HardSigmoid": (ops.hardsigmoid, [S(0.1, 2.4)], None),
+    "SoftPlus": (ops.softplus, [S(0, 4)], None),
+    "SoftSign": (ops.softsign, [S(0.1, 3)], None),
+    "SoftMax": (lambda x: ops.softmax(x, 0), [S(0, 3)], None),
+    "LogSoftmax": (lambda x: ops.log_softmax(x, 1), [S(0, 3, (2, 3, 4))], None),
+    "Exp": (ops.exp, [U(-2, 2)], None),
+    "Log": (ops.log, [U(0.5, 3)], None),
+    "Sqrt": (ops.sqrt, [U(0.5, 3)], None),
+    "Abs": (ops.abs, [S(0.1, 2)], None),
+    "Sin": (ops.sin, [U(-3, 3)], None),
+    "Cos": (ops.cos, [U(-3, 3)], None),
+    "Tan": (ops.tan, [U(-1, 1)], None),
+    "Asin": (ops.asin, [U(-0.8, 0.8)], None),
+    "Acos": (ops.acos, [U(-0.8, 0.8)], None),
+    "Atan": (ops.atan, [U(-3, 3)], None),
+    "Sinh": (ops.sinh, [U(-2, 2)], None),
+    "Cosh": (ops.cosh, [U(-2, 2)], None),
+    "Asinh": (ops.asinh, [U(-3, 3)], None),
+    "Acosh": (ops.acosh, [U(1.3, 3)], None),
+    "Atanh": (ops.atanh, [U(-0.8, 0.8)], None),
+    "Erf": (ops.erf, [U(-2, 2)], None),
+    "Clip": (lambda x: ops.clip(x, -0.5, 0.7), [S(0.1, 2)], None),
+    "Identity": (ops.identity, [U(-2, 2)], None),
+    "Negative": (ops.negative, [U(-2, 2)], None),
+    "Reciprocal": (ops.reciprocal, [S(0.5, 2)], None),
+    "Sign": (ops.sign, [S(0.5, 2)], None),
+    "Ceil": (ops.ceil, [S(0.1, 2)], None),
+    "Floor": (ops.floor, [S(0.1, 2)], None),
+    "Round": (ops.round, [np.array([[-2.5, -1.5, 0.5, 1.2], [0.4, 1.5, 2.5, -0.7]], np.float32)],
+              None),
+    "Rounde": (ops.rounde, [np.array([[-2.5, -1.5, 0.5, 1.2], [0.4, 1.5, 2.5, -0.7]],
+                                     np.float32)], None),
+    "Not": (ops._not, [np.round(U(-1, 1))], []),
+    "Add": (ops.add, [U(-2, 2, (3, 4)), U(-2, 2, (4,))], None),
+    "Sub": (ops.sub, [U(-2, 2, (2, 1, 3)), U(-2, 2, (4, 1))], None),
+    "Mul": (ops.mul, [U(-2, 2, (3, 4)), U(-2, 2, (3, 1))], None),
+    "Div": (ops.div, [U(-2, 2, (3, 4)), S(0.7, 2, (4,))], None),
+    "Pow": (ops.pow, [U(0.5, 2, (2, 3)), U(-1.5, 2.5, (3,))], None),
+    "Less": (ops.less, [np.round(U(-2, 2)), np.round(U(-2, 2, (4,)))], []),
+    "Greater": (ops.greater, [np.round(U(-2, 2)), np.round(U(-2, 2, (4,)))], []),
+    "Equal": (ops.equal, [np.round(U(-2, 2)), np.round(U(-2, 2, (4,)))], []),
+    "And": (ops._and, [np.round(U(-1, 1)), np.round(U(-1, 1, (4,)))], []),
+    "Or": (ops._or, [np.round(U(-1, 1)), np.round(U(-1, 1, (4,)))], []),
+    "Xor": (ops._xor, [np.round(U(-1, 1)), np.round(U(-1, 1, (4,)))], []),
+    "Where": (ops.where, [np.round(U(0, 1)), U(-2, 2), U(-2, 2, (4,))], [1, 2]),
+    "Sum": (ops.sum, [U(-2, 2), U(-2, 2, (4,)), U(-2, 2, (3, 1))], None),
+    "Mean": (ops.mean, [U(-2, 2), U(-2, 2, (4,))], None),
+    "Min": (ops.min, [U(-2, 2), U(-2, 2, (4,))], None),
+    "Max": (ops.max, [U(-2, 2), U(-2, 2, (4,))], None),
+    "Cast": (lambda x: ops.cast(ops.cast(x, tensor.float16), tensor.float32), [U(-2, 2)], None),
+    "Matmul": (ops.matmul, [U(-1, 1, (2, 3, 5)), U(-1, 1, (5, 4))], None),
+    "AddBias": (lambda x, b: ops.add_bias(x, b, 0), [U(-1, 1, (3, 4)), U(-1, 1, (4,))], None),
+    "Gemm": (lambda a, b, c: ops.gemm(a, b, c, 0.5, 2.0, 1, 0),
+             [U(-1, 1, (5, 3)), U(-1, 1, (5, 4)), U(-1, 1, (4,))], None),
+    "CosSim": (ops.cossim, [U(-1, 1, (3, 5)), U(-1, 1, (3, 5))], None),
+    "ReduceSum": (lambda x: ops.reduce_sum(x, [1], 0), [U(-1, 1, (2, 3, 4))], None),
+    "ReduceMean": (lambda x: ops.reduce_mean(x, [0, 2], 1), [U(-1, 1, (2, 3, 4))], None),
+    "GlobalAveragePool": (ops.globalaveragepool, [U(-1, 1, (2, 3, 4, 5))], None),
+    "Reshape": (lambda x: ops.reshape(x, (4, 3)), [U(-1, 1)], None),
+    "Flatten": (lambda x: ops.flatten(x, 2), [U(-1, 1, (2, 3, 4))], None),
+    "Transpose": (lambda x: ops.transpose(x, (1, 2, 0)), [U(-1, 1, (2, 3, 4))], None),
+    "Squeeze": (lambda x: ops.squeeze(x, [1]), [U(-1, 1, (3, 1, 4))], None),
+    "Unsqueeze": (lambda x: ops.unsqueeze(x, [0, 2]), [U(-1, 1)], None),
+    "Concat": (lambda a, b: ops.cat([a, b], 1), [U(-1, 1, (3, 2)), U(-1, 1, (3, 4))], None),
+    "Split": (lambda x: ops.split(x, 1, [1, 3])[1], [U(-1, 1)], None),
+    "Slice": (lambda x: ops.slice(x, [0, 1], [3, 4], [0, 1], [2, 2]), [U(-1, 1, (4, 5))], None),
+    "Tile": (lambda x: ops.tile(x, [2, 3]), [U(-1, 1)], None),
+    "Expand": (lambda x: ops.expand(x, [2, 3, 4]), [U(-1, 1, (3, 1))], None),
+    "Pad": (lambda x: ops.pad(x, "reflect", [1, 2, 1, 0]), [U(-1, 1)], None),
+    "UpSample": (lambda x: ops.upsample(x, "nearest", [1, 1, 2, 3]), [U(-1, 1, (1, 2, 2, 3))],
+                 None),
+    "DepthToSpace": (lambda x: ops.depth_to_space(x, 2, "CRD"), [U(-1, 1, (1, 8, 2, 3))], None),
+    "SpaceToDepth": (lambda x: ops.space_to_depth(x, 2), [U(-1, 1, (1, 2, 4, 6))], None),
+    "Gather": (lambda x: ops.gather(x, 1, [[0, 3], [-1, 1]]), [U(-1, 1, (3, 4, 2))], None),
+    "Embedding": (ops.embedding, [I(3, 0, 3, 1), U(-1, 1, (5, 3))], [1]),
+    "ScatterElements": (lambda x, u: ops.scatter_elements(x, [[1, 0, 2], [0, 2, 1]], u, 0),
+                        [U(-1, 1, (3, 3)), U(-1, 1, (2, 3))], None),
+    "OneHot": (lambda i: ops.onehot(-1, i, 5), [I(0, 3, -1, 4)], []),
+    "Shape": (ops.shape, [U(-1, 1, (2, 3, 4))], []),
+    "ConstantOfShape": (lambda s: ops.constant_of_shape(s, 2.5), [I(2, 3)], []),
+    "NonZero": (ops.nonzero, [np.round(U(-1, 1))], []),
+    "Conv2d": (lambda x, w, b: ops.conv2d(x, w, b, 2, 1, 1, 2),
+               [U(-1, 1, (2, 4, 7, 6)), U(-1, 1, (6, 2, 3, 3)), U(-1, 1, (6,))], None),
+    "Pooling2d": (lambda x: ops.max_pool2d(x, 3, 2, 1, 1, True), [U(-1, 1, (2, 3, 7, 6))],
+                  None),
+    "Pooling1d": (lambda x: ops.avg_pool1d(x, 3, 2, 1, True, True), [U(-1, 1, (2, 3, 9))], None),
+    "BatchNorm2d": (lambda x, s, b, m, v: ops.batchnorm_2d(x, s, b, m, v),
+                    [U(-1, 1, (4, 3, 2, 5)), U(0.5, 1.5, (3,)), U(-1, 1, (3,)),
+                     U(-0.1, 0.1, (3,)), U(0.9, 1.1, (3,))], [0, 1, 2]),
+    "LayerNorm": (lambda x, s, b: ops.layer_norm(x, s, b, -1),
+                  [U(-1, 1, (3, 2, 5)), U(0.5, 1.5, (5,)), U(-1, 1, (5,))], None),
+    "SoftMaxCrossEntropy": (ops.softmax_cross_entropy, [S(0, 3, (4, 5)), I(0, 4, 2, 2)], [0]),
+    "CrossEntropy": (ops.cross_entropy,
+                     [U(0.1, 1, (4, 5)), np.eye(5, dtype=np.float32)[[1, 0, 4, 2]]], [0]),
+    "BinaryCrossEntropy": (ops.binary_cross_entropy,
+                           [U(0.1, 0.9, (3, 4)), np.round(U(0, 1, (3, 4)))], [0]),
+    "MeanSquareError": (ops.mse_loss, [U(-1, 1), U(-1, 1)], None),
+    "NLLLoss": (ops.nll_loss, [S(0, 3, (4, 5)), I(3, 0, 4, 1)], [0]),
+    "RankingLoss": (ops.ranking_loss, [U(-1, 1, (6,)), U(-1, 1, (6,))], None),
+}
+# Random: compared by the properties of its output (test_dropout).
+RANDOM = {"Dropout"}
+
+
+def run(fn, arrays, wrt, dev, layout):
+    """Output and input gradients (as NumPy) of sum(r * fn(...))."""
+    wrt = [i for i, a in enumerate(arrays) if a.dtype == np.float32] if wrt is None else wrt
+    ts = []
+    for i, a in enumerate(arrays):
+        t = on(a, dev, layout)
+        t.requires_grad = t.stores_grad = i in wrt
+        ts.append(t)
+    with autograd.train_mode(True):
+        y = fn(*ts)
+        assert y.device.name() == dev.name(), f"output on {y.device.name()}, not {dev.name()}"
+        out = tensor.to_numpy(y)
+        grads = {}
+        if wrt:
+            r = np.random.default_rng(5).uniform(0.5, 1.5, out.shape).astype(np.float32)
+            g = autograd.gradients(y, tensor.from_numpy(r.astype(out.dtype), dev))
+            for i in wrt:
+                grads[i] = tensor.to_numpy(g[ts[i]])
+    return out, grads
+
+
+def test_every_operator_has_a_case():
+    classes = {n for n in ops.__all__
+               if inspect.isclass(getattr(ops, n)) and issubclass(getattr(ops, n),
+                                                                   autograd.Operator)}
+    assert classes - set(CASES) - RANDOM == set(), "operators without a cross-device case"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operator(name, layout, other):
+    fn, arrays, wrt = CASES[name]
+    want, want_g = run(fn, arrays, wrt, CPU, layout)
+    got, got_g = run(fn, arrays, wrt, other, layout)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    close(got, want, what=f"{name} forward")
+    for i in want_g:
+        close(got_g[i], want_g[i], what=f"{name} gradient of input {i}")
+
+
+def test_dropout(other):
+    x = U(1, 2, (200, 50))
+    t = tensor.from_numpy(x, other)
+    t.stores_grad = True
+    with autograd.train_mode(True):
+        y = ops.dropout(t, 0.3)
+        g = autograd.gradients(y, tensor.from_numpy(np.ones_like(x), other))[t]
+    y, g = tensor.to_numpy(y), tensor.to_numpy(g)
+    kept = y != 0
+    close(y[kept], x[kept] / 0.7)
+    np.testing.assert_array_equal(g, kept / np.float32(0.7))
+    assert abs(kept.mean() - 0.7) < 0.03
+
+
+# ---- layers ----
+
+def _lstm_input(n):
+    return U(-1, 1, (5, n, 3))
+
+
+LAYERS = {
+    "Linear": (lambda: layer.Linear(4), [U(-1, 1, (3, 5))]),
+    "Gemm": (lambda: layer.Gemm(4, transA=True, bias=True), [U(-1, 1, (5, 3))]),
+    "Embedding": (lambda: layer.Embedding(6, 3), [I(1, 5, 0, 5)]),
+    "Conv2d": (lambda: layer.Conv2d(4, 3, stride=2, padding=1, activation="RELU"),
+               [U(-1, 1, (2, 3, 7, 7))]),
+    "SeparableConv2d": (lambda: layer.SeparableConv2d(4, 3, padding=1), [U(-1, 1, (2, 2, 5, 5))]),
+    "MaxPool2d": (lambda: layer.MaxPool2d(2, 2), [U(-1, 1, (2, 3, 6, 5))]),
+    "AvgPool2d": (lambda: layer.AvgPool2d(3, 1, 1), [U(-1, 1, (2, 3, 6, 5))]),
+    "Pooling2d": (lambda: layer.Pooling2d(2, 2, is_max=False), [U(-1, 1, (2, 3, 6, 4))]),
+    "MaxPool1d": (lambda: layer.MaxPool1d(3, 2), [U(-1, 1, (2, 3, 9))]),
+    "AvgPool1d": (lambda: layer.AvgPool1d(2, 2), [U(-1, 1, (2, 3, 8))]),
+    "Pooling1d": (lambda: layer.Pooling1d(2, 1), [U(-1, 1, (2, 3, 8))]),
+    "BatchNorm2d": (lambda: layer.BatchNorm2d(3), [U(-1, 1, (4, 3, 3, 3))]),
+    "LayerNorm": (layer.LayerNorm, [U(-1, 1, (3, 5))]),
+    "RNN": (lambda: layer.RNN(3, 4), [_lstm_input(2)]),
+    "LSTM": (lambda: layer.LSTM(3, 4), [_lstm_input(2)]),
+    "ReLU": (layer.ReLU, [S(0.1, 1)]),
+    "Sigmoid": (layer.Sigmoid, [U(-1, 1)]),
+    "Tanh": (layer.Tanh, [U(-1, 1)]),
+    "SoftMax": (layer.SoftMax, [U(-1, 1)]),
+    "Flatten": (layer.Flatten, [U(-1, 1, (2, 3, 4))]),
+    "Reshape": (lambda: layer.Reshape((3, 4)), [U(-1, 1, (2, 6))]),
+    "Cat": (lambda: _ListInput(layer.Cat(1)), [U(-1, 1, (2, 3)), U(-1, 1, (2, 4))]),
+    "Add": (layer.Add, [U(-1, 1, (2, 3)), U(-1, 1, (2, 3))]),
+    "SoftMaxCrossEntropy": (layer.SoftMaxCrossEntropy, [U(-1, 1, (4, 3)), I(0, 2, 1, 1)]),
+    "CrossEntropy": (layer.CrossEntropy, [U(0.1, 1, (4, 3)),
+                                         np.eye(3, dtype=np.float32)[[0, 2, 1, 1]]]),
+    "BinaryCrossEntropy": (layer.BinaryCrossEntropy, [U(0.1, 0.9), np.round(U(0, 1))]),
+    "MeanSquareError": (layer.MeanSquareError, [U(-1, 1), U(-1, 1)]),
+    "Sequential": (lambda: layer.Sequential(layer.Linear(3), layer.ReLU(), layer.Linear(2)),
+                   [U(-1, 1, (4, 5))]),
+}
+NOT_TESTED_HERE = {"Layer", "Dropout"}  # the base class; random (test_dropout)
+
+
+class _ListInput(layer.Layer):
+    """Calls a layer that takes a list of tensors (Cat) with its inputs."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *xs):
+        return self.inner(list(xs))
+
+
+def test_every_layer_has_a_case():
+    assert set(layer.__all__) - set(LAYERS) - NOT_TESTED_HERE == set()
+
+
+def _run_layer(lay, arrays, dev):
+    xs = [tensor.from_numpy(a, dev) for a in arrays]
+    for x in xs:
+        x.requires_grad = x.data.data_type() == singa_wrap.kFloat32
+    with autograd.train_mode(True):
+        y = lay(*xs)
+        y = y[0] if isinstance(y, (tuple, list)) else y
+        r = np.random.default_rng(3).uniform(0.5, 1.5, tuple(y.shape)).astype(np.float32)
+        grads = autograd.gradients(y, tensor.from_numpy(r, dev))
+    params = lay.get_params()
+    return (tensor.to_numpy(y), {n: tensor.to_numpy(grads[p]) for n, p in params.items()
+                                 if p in grads},
+            {n: tensor.to_numpy(t) for n, t in lay.get_states().items()})
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layer(name, other):
+    make, arrays = LAYERS[name]
+    a, b = make(), make()
+    xs = [tensor.from_numpy(x, CPU) for x in arrays]
+    with autograd.train_mode(False):
+        a(*xs)  # creates the parameters
+        b(*[tensor.from_numpy(x, other) for x in arrays])
+    b.set_states(a.get_states())
+    for t in b.get_states().values():
+        assert t.device.name() == other.name()
+    ya, ga, sa = _run_layer(a, arrays, CPU)
+    yb, gb, sb = _run_layer(b, arrays, other)
+    close(yb, ya, what=f"{name} output")
+    assert gb.keys() == ga.keys()
+    for n in ga:
+        close(gb[n], ga[n], what=f"{name} gradient of {n}")
+    for n in sa:
+        close(sb[n], sa[n], what=f"{name} state {n}")
+
+
+# ---- optimizers ----
+
+OPTIMIZERS = {
+    "SGD": lambda: opt.SGD(lr=0.1, momentum=0.9, weight_decay=1e-3, nesterov=True),
+    "SGD-plain": lambda: opt.SGD(lr=0.05),
+    "RMSProp": lambda: opt.RMSProp(lr=0.01, weight_decay=1e-3),
+    "AdaGrad": lambda: opt.AdaGrad(lr=0.05),
+    "Adam": lambda: opt.Adam(lr=0.01, weight_decay=1e-3),
+    "AdamW": lambda: opt.AdamW(lr=0.01),
+}
+
+
+def test_every_optimizer_has_a_case():
+    classes = {n for n, c in vars(opt).items()
+               if inspect.isclass(c) and issubclass(c, opt.Optimizer) and c is not opt.Optimizer}
+    assert classes - {k.split("-")[0] for k in OPTIMIZERS} == set()
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_steps(name, other):
+    w0, x, t = U(-1, 1, (5, 3)), U(-1, 1, (8, 5)), U(-1, 1, (8, 3))
+
+    def train(dev):
+        w = tensor.from_numpy(w0, dev)
+        w.requires_grad = w.stores_grad = True
+        w.name = "w"
+        o = OPTIMIZERS[name]()
+        with autograd.train_mode(True):
+            for _ in range(4):
+                loss = ops.mse_loss(ops.tanh(ops.matmul(tensor.from_numpy(x, dev), w)),
+                                    tensor.from_numpy(t, dev))
+                o(loss)
+        return tensor.to_numpy(w)
+    close(train(other), train(CPU), what=name)
