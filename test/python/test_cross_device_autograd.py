@@ -38,7 +38,7 @@ def I(*values):
 
 
 def on(arr, dev, layout):
-    if arr.dtype != np.float32 or arr.ndim < 1 or layout == "contiguous":
+    if arr.dtype.kind != "f" or arr.ndim < 1 or layout == "contiguous":
         return tensor.from_numpy(arr, dev)
     if layout == "transposed" and arr.ndim >= 2:
         axes = tuple(range(arr.ndim - 2)) + (arr.ndim - 1, arr.ndim - 2)
@@ -165,7 +165,7 @@ RANDOM = {"Dropout"}
 
 def run(fn, arrays, wrt, dev, layout):
     """Output and input gradients (as NumPy) of sum(r * fn(...))."""
-    wrt = [i for i, a in enumerate(arrays) if a.dtype == np.float32] if wrt is None else wrt
+    wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if wrt is None else wrt
     ts = []
     for i, a in enumerate(arrays):
         t = on(a, dev, layout)
@@ -201,6 +201,53 @@ def test_operator(name, layout, other):
     close(got, want, what=f"{name} forward")
     for i in want_g:
         close(got_g[i], want_g[i], what=f"{name} gradient of input {i}")
+
+
+# float16 operands are computed in float32 and rounded once, on both
+# devices, so results agree to about one float16 rounding (rtol 2e-3).
+HALF = ["Add", "Mul", "ReLU", "SoftMax", "Matmul", "AddBias", "Gemm", "Conv2d", "Pooling2d",
+        "Pooling1d", "BatchNorm2d", "MeanSquareError", "ReduceSum"]
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_float16_operator(name, other):
+    fn, arrays, wrt = CASES[name]
+    arrays = [a.astype(np.float16) if a.dtype == np.float32 else a for a in arrays]
+    want, want_g = run(fn, arrays, wrt, CPU, "transposed")
+    got, got_g = run(fn, arrays, wrt, other, "transposed")
+    assert got.dtype == want.dtype == np.float16
+    close(got, want, rtol=2e-3, what=f"{name} forward")
+    for i in want_g:
+        assert want_g[i].dtype == np.float16
+        close(got_g[i], want_g[i], rtol=2e-3, what=f"{name} gradient of input {i}")
+
+
+class _HalfCNN(layer.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv = layer.Conv2d(8, 3, padding=1, activation="RELU")
+        self.bn = layer.BatchNorm2d(8)
+        self.pool = layer.MaxPool2d(2, 2)
+        self.flat = layer.Flatten()
+        self.fc = layer.Linear(10)
+
+    def forward(self, x):
+        return self.fc(self.flat(self.pool(self.bn(self.conv(x)))))
+
+
+def test_float16_model_trains(dev):
+    x = rng.standard_normal((32, 1, 8, 8)).astype(np.float16)
+    y = rng.integers(0, 10, 32).astype(np.int32)
+    tx, ty = tensor.from_numpy(x, dev), tensor.from_numpy(y, dev)
+    net, sgd = _HalfCNN(), opt.SGD(lr=0.05, momentum=0.9)
+    losses = []
+    with autograd.train_mode(True):
+        for _ in range(20):
+            loss = ops.softmax_cross_entropy(net(tx), ty)
+            sgd(loss)
+            losses.append(float(tensor.to_numpy(loss)))
+    assert all(p.dtype == tensor.float16 for p in net.get_params().values())
+    assert np.isfinite(losses).all() and losses[-1] < 0.2 * losses[0], losses
 
 
 def test_dropout(other):

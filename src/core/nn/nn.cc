@@ -3,6 +3,7 @@
 
 #include <climits>
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
 
 #include "singa/core/nn_kernels.h"
@@ -23,6 +24,28 @@ int ToInt(size_t v, const char* op, const Shape& shape) {
 void CheckFloat(const char* op, const Tensor& t, const char* what) {
   SINGA_CHECK(t.data_type() == kFloat32, DtypeError, op, ": ", what,
               " must be float32, got ", DataTypeName(t.data_type()));
+}
+
+// float16 operands are computed in float32 (converted in, results converted
+// back): true when any operand is float16, after checking that all are.
+bool AllHalf(const char* op, std::initializer_list<const Tensor*> ts) {
+  bool any = false, all = true;
+  for (const Tensor* t : ts) {
+    if (t->empty()) continue;
+    const bool h = t->data_type() == kFloat16;
+    any = any || h;
+    all = all && h;
+  }
+  SINGA_CHECK(!any || all, DtypeError, op,
+              ": operands mix float16 with other dtypes (cast them to one dtype)");
+  return any;
+}
+Tensor ToF32(const Tensor& t) { return t.empty() ? t : t.AsType(kFloat32); }
+Tensor ToF16(const Tensor& t) { return t.AsType(kFloat16); }
+std::vector<Tensor> ToF16(std::vector<Tensor> ts) {
+  for (Tensor& t : ts)
+    if (t.data_type() == kFloat32) t = t.AsType(kFloat16);
+  return ts;
 }
 
 std::vector<int> Pair(const std::vector<int>& v, const char* op, const char* what) {
@@ -133,6 +156,8 @@ Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
                      const std::vector<int>& stride, const std::vector<int>& pads,
                      const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2d";
+  if (AllHalf(op, {&x, &w, &b}))
+    return ToF16(Conv2dForward(ToF32(x), ToF32(w), ToF32(b), stride, pads, dilation, groups));
   CheckFloat(op, x, "input");
   CheckFloat(op, w, "weight");
   CheckSameDevice(op, x, w);
@@ -159,6 +184,8 @@ Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shap
                           const std::vector<int>& stride, const std::vector<int>& pads,
                           const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2dBackwardData";
+  if (AllHalf(op, {&dy, &w}))
+    return ToF16(Conv2dBackwardData(ToF32(dy), ToF32(w), x_shape, stride, pads, dilation, groups));
   CheckFloat(op, dy, "gradient");
   CheckFloat(op, w, "weight");
   CheckSameDevice(op, dy, w);
@@ -180,6 +207,9 @@ Tensor Conv2dBackwardWeight(const Tensor& x, const Tensor& dy, const Shape& w_sh
                             const std::vector<int>& stride, const std::vector<int>& pads,
                             const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2dBackwardWeight";
+  if (AllHalf(op, {&x, &dy}))
+    return ToF16(
+        Conv2dBackwardWeight(ToF32(x), ToF32(dy), w_shape, stride, pads, dilation, groups));
   CheckFloat(op, x, "input");
   CheckFloat(op, dy, "gradient");
   CheckSameDevice(op, x, dy);
@@ -202,6 +232,8 @@ std::vector<Tensor> MaxPool2dForward(const Tensor& x, const std::vector<int>& ke
                                      const std::vector<int>& pads,
                                      const std::vector<int>& dilation, bool ceil_mode) {
   const char* op = "MaxPool2d";
+  if (AllHalf(op, {&x}))
+    return ToF16(MaxPool2dForward(ToF32(x), kernel, stride, pads, dilation, ceil_mode));
   CheckFloat(op, x, "input");
   cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, dilation, ceil_mode, false);
   Shape ys = {x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())};
@@ -220,6 +252,9 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
                          const std::vector<int>& pads, const std::vector<int>& dilation,
                          bool ceil_mode) {
   const char* op = "MaxPool2dBackward";
+  if (AllHalf(op, {&dy}))
+    return ToF16(MaxPool2dBackward(ToF32(dy), argmax, x_shape, kernel, stride, pads, dilation,
+                                   ceil_mode));
   CheckFloat(op, dy, "gradient");
   SINGA_CHECK(argmax.data_type() == kInt, DtypeError, op, ": argmax must be int32, got ",
               DataTypeName(argmax.data_type()));
@@ -242,6 +277,8 @@ Tensor AvgPool2dForward(const Tensor& x, const std::vector<int>& kernel,
                         const std::vector<int>& stride, const std::vector<int>& pads,
                         bool ceil_mode, bool count_include_pad) {
   const char* op = "AvgPool2d";
+  if (AllHalf(op, {&x}))
+    return ToF16(AvgPool2dForward(ToF32(x), kernel, stride, pads, ceil_mode, count_include_pad));
   CheckFloat(op, x, "input");
   cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, {1, 1}, ceil_mode,
                                count_include_pad);
@@ -259,6 +296,9 @@ Tensor AvgPool2dBackward(const Tensor& dy, const Shape& x_shape,
                          const std::vector<int>& pads, bool ceil_mode,
                          bool count_include_pad) {
   const char* op = "AvgPool2dBackward";
+  if (AllHalf(op, {&dy}))
+    return ToF16(AvgPool2dBackward(ToF32(dy), x_shape, kernel, stride, pads, ceil_mode,
+                                   count_include_pad));
   CheckFloat(op, dy, "gradient");
   cpu::PoolParams p = MakePool(op, x_shape, kernel, stride, pads, {1, 1}, ceil_mode,
                                count_include_pad);
@@ -302,6 +342,8 @@ void CheckChannelVec(const char* op, const Tensor& x, const Tensor& v, int c,
 std::vector<Tensor> BatchNormForwardTraining(const Tensor& x, const Tensor& scale,
                                              const Tensor& bias, float eps) {
   const char* op = "BatchNorm";
+  if (AllHalf(op, {&x, &scale, &bias}))
+    return ToF16(BatchNormForwardTraining(ToF32(x), ToF32(scale), ToF32(bias), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
   CheckChannelVec(op, x, bias, c, "bias");
@@ -323,6 +365,9 @@ Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Ten
                                  const Tensor& running_mean, const Tensor& running_var,
                                  float eps) {
   const char* op = "BatchNorm";
+  if (AllHalf(op, {&x, &scale, &bias, &running_mean, &running_var}))
+    return ToF16(BatchNormForwardInference(ToF32(x), ToF32(scale), ToF32(bias),
+                                           ToF32(running_mean), ToF32(running_var), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
   CheckChannelVec(op, x, bias, c, "bias");
@@ -346,6 +391,9 @@ Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Ten
 std::vector<Tensor> BatchNormBackward(const Tensor& x, const Tensor& dy, const Tensor& scale,
                                       const Tensor& mean, const Tensor& var, float eps) {
   const char* op = "BatchNormBackward";
+  if (AllHalf(op, {&x, &dy, &scale, &mean, &var}))
+    return ToF16(
+        BatchNormBackward(ToF32(x), ToF32(dy), ToF32(scale), ToF32(mean), ToF32(var), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
   CheckFloat(op, dy, "gradient");
