@@ -302,3 +302,14 @@ def test_random_fills_follow_the_seed(other):
     t = tensor.Tensor((4, 6), other)[:, ::2]  # a strided view is filled through a copy
     t.gaussian(0.0, 1.0)
     assert np.isfinite(tensor.to_numpy(t)).all()
+
+
+def test_device_ids_follow_singa(other):
+    assert device.get_default_device().id() == -1
+    assert device.get_default_device().name() == "cpu"
+    sep = device.create_separate_cpu_device()
+    assert sep.id() < -1 and sep.name() == f"cpu:{-1 - sep.id()}"
+    if not other.is_host():
+        assert other.id() >= 0 and other.name() == f"cuda:{other.id()}"
+        assert device.create_cuda_gpu_on(other.id()) is not None
+        assert device.create_cuda_gpu_on(other.id()).name() == other.name()
