@@ -302,6 +302,16 @@ def test_random_fills_follow_the_seed(other):
     t = tensor.Tensor((4, 6), other)[:, ::2]  # a strided view is filled through a copy
     t.gaussian(0.0, 1.0)
     assert np.isfinite(tensor.to_numpy(t)).all()
+    for n in (7, 8):  # contiguous views that start one float in, odd and even lengths
+        base = tensor.Tensor((n + 1,), other)
+        base.set_value(-5.0)
+        v = base[1:]
+        v.gaussian(0.0, 1.0)
+        v.uniform(2.0, 3.0)
+        got = tensor.to_numpy(base)
+        assert got[0] == -5.0 and (got[1:] >= 2.0).all() and (got[1:] < 3.0).all()
+        v.bernoulli(1.0)
+        np.testing.assert_array_equal(tensor.to_numpy(base), [-5.0] + [1.0] * n)
 
 
 def test_device_ids_follow_singa(other):

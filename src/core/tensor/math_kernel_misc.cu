@@ -58,23 +58,26 @@ __global__ void SoftmaxColsKernel(bool log, int64_t outer, int64_t n, int64_t in
   }
 }
 
-// cuRAND's uniform numbers are in (0, 1]; 1 - u is in [0, 1), as on the CPU.
-__global__ void UniformTransformKernel(int64_t n, float low, float high, float* y) {
+// cuRAND's uniform numbers u are in (0, 1]; 1 - u is in [0, 1), as on the
+// CPU. u may be y itself.
+__global__ void UniformTransformKernel(int64_t n, float low, float high, const float* u,
+                                       float* y) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    y[i] = low + (high - low) * (1.f - y[i]);
+    y[i] = low + (high - low) * (1.f - u[i]);
 }
 
 // u in (0, 1] is at most p with probability p.
-__global__ void BernoulliTransformKernel(int64_t n, float p, float* y) {
+__global__ void BernoulliTransformKernel(int64_t n, float p, const float* u, float* y) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    y[i] = y[i] <= p ? 1.f : 0.f;
+    y[i] = u[i] <= p ? 1.f : 0.f;
 }
 
 namespace {
 // Where cuRAND may write n floats: y itself when n is even and y 16-byte
-// aligned (normal samples come in pairs), else the workspace.
+// aligned (normal samples come in pairs; a view may start anywhere), else
+// the workspace.
 float* RandomTarget(int64_t n, float* y, Context* ctx, size_t* count) {
   const bool direct = n % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   *count = static_cast<size_t>(n + n % 2);
@@ -190,9 +193,11 @@ template <typename T>
 void Math<lang::Cuda>::Uniform(int64_t n, float low, float high, T* y, Context* ctx) {
   static_assert(std::is_same<T, float>::value, "random fills are float32");
   cudaStream_t stream = cuda::Stream(ctx);
-  SINGA_CURAND_CHECK(curandGenerateUniform(ctx->curand_generator, y, static_cast<size_t>(n)));
+  size_t count = 0;
+  float* u = cuda::RandomTarget(n, y, ctx, &count);
+  SINGA_CURAND_CHECK(curandGenerateUniform(ctx->curand_generator, u, count));
   cuda::UniformTransformKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, stream>>>(
-      n, low, high, y);
+      n, low, high, u, y);
   SINGA_CUDA_LAUNCHED(UniformTransformKernel);
 }
 
@@ -201,9 +206,11 @@ template <typename T>
 void Math<lang::Cuda>::Bernoulli(int64_t n, float p, T* y, Context* ctx) {
   static_assert(std::is_same<T, float>::value, "random fills are float32");
   cudaStream_t stream = cuda::Stream(ctx);
-  SINGA_CURAND_CHECK(curandGenerateUniform(ctx->curand_generator, y, static_cast<size_t>(n)));
+  size_t count = 0;
+  float* u = cuda::RandomTarget(n, y, ctx, &count);
+  SINGA_CURAND_CHECK(curandGenerateUniform(ctx->curand_generator, u, count));
   cuda::BernoulliTransformKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0,
-                                   stream>>>(n, p, y);
+                                   stream>>>(n, p, u, y);
   SINGA_CUDA_LAUNCHED(BernoulliTransformKernel);
 }
 

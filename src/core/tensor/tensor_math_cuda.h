@@ -387,8 +387,9 @@ __global__ void SoftmaxColsKernel(bool log, int64_t outer, int64_t n, int64_t in
 
 // ---- the rest ----
 
-__global__ void UniformTransformKernel(int64_t n, float low, float high, float* y);
-__global__ void BernoulliTransformKernel(int64_t n, float p, float* y);
+__global__ void UniformTransformKernel(int64_t n, float low, float high, const float* u,
+                                       float* y);
+__global__ void BernoulliTransformKernel(int64_t n, float p, const float* u, float* y);
 
 template <typename T>
 __global__ void IntGemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
