@@ -88,6 +88,8 @@ namespace singa {
   void Name##Into(const Tensor& a, const Tensor& b, Tensor* out); \
   void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
 %include "singa/core/ops.def"
+const char* UnaryOpNames();
+const char* BinaryOpNames();
 
 Tensor Clip(const Tensor& x, float low, float high);
 Tensor LeakyReLU(const Tensor& x, float alpha);
@@ -109,6 +111,7 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

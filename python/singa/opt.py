@@ -7,9 +7,15 @@ An optimizer updates parameters in place from their gradients::
     sgd(loss)                    # backward, update every parameter, step()
 
 ``apply(name, param, grad)`` updates one parameter; ``step()`` advances the
-step counter that schedules and bias corrections read. Every update runs as
-C++ tensor ops in place (axpy, ``*Into`` functions) on the parameter's
-device; nothing is staged through NumPy.
+step counter. The counter, ``step_counter``, and the learning rate at the
+current step, ``lr_value``, are tensors of shape (1,) on the parameters'
+device, and so are the other values that change with the step (Adam's bias
+corrections). ``step()`` advances them in place with tensor ops and every
+update reads them from their tensors (``AxpyTensor`` scales by a tensor),
+so a training step needs no value from the device and a recorded graph
+(``Model.compile(use_graph=True)``) uses the current learning rate each
+time it is replayed. Every update runs as C++ tensor ops in place on the
+parameter's device; nothing is staged through NumPy.
 
 ``get_states()`` returns the step counter and the per-parameter buffers
 (momentum, moments) keyed ``"<kind>/<param name>"``, so a checkpoint can
@@ -24,6 +30,7 @@ import numbers
 import numpy as np
 
 from singa import singa_wrap as _cw
+from singa import device as _device
 from singa import tensor as _tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer",
@@ -33,20 +40,42 @@ __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer",
 # ---- learning-rate schedules ----
 
 class DecayScheduler:
-    """A value that depends on the training step: ``sched(step) -> float``."""
+    """A value that depends on the training step.
+
+    ``sched(step)`` with the step counter (a Tensor) returns a Tensor of
+    its shape, computed with tensor ops on its device; with a plain number
+    it returns a float (handy to print or plot a schedule). Subclasses
+    define both forms: ``value(step)`` on floats and ``tensor_value(step)``.
+    """
+
+    # A constant needs no recomputing when the step advances.
+    is_constant = False
 
     def __init__(self, init_value):
         self.init_value = float(init_value)
 
     def __call__(self, step):
-        raise NotImplementedError
+        if isinstance(step, _tensor.Tensor):
+            return self.tensor_value(step)
+        return float(self.value(float(step)))
+
+    def value(self, step):
+        raise NotImplementedError(f"{type(self).__name__}.value")
+
+    def tensor_value(self, step):
+        raise NotImplementedError(f"{type(self).__name__}.tensor_value")
 
 
 class Constant(DecayScheduler):
     """The same value at every step."""
 
-    def __call__(self, step):
+    is_constant = True
+
+    def value(self, step):
         return self.init_value
+
+    def tensor_value(self, step):
+        return _filled(step, self.init_value)
 
 
 class ExponentialDecay(DecayScheduler):
@@ -66,11 +95,25 @@ class ExponentialDecay(DecayScheduler):
         self.decay_rate = float(decay_rate)
         self.staircase = bool(staircase)
 
-    def __call__(self, step):
+    def value(self, step):
         e = step / self.decay_steps
         if self.staircase:
             e = math.floor(e)
         return self.init_value * self.decay_rate ** e
+
+    def tensor_value(self, step):
+        # A division (not a multiplication by 1 / decay_steps) keeps whole
+        # multiples of decay_steps exact, so the staircase steps on time.
+        e = step / float(self.decay_steps)
+        if self.staircase:
+            e = _tensor.floor(e)
+        return self.init_value * (self.decay_rate ** e)
+
+
+def _filled(like, value):
+    """A tensor shaped like like, on its device, filled with value."""
+    t = _tensor.from_raw_tensor(_cw.Tensor(like.shape, like.device, like.dtype))
+    return t.set_value(value)
 
 
 def _as_scheduler(value, what):
@@ -96,15 +139,33 @@ class Optimizer:
     """Base class. Subclasses implement ``apply``.
 
     Args:
-        lr: the learning rate, a number or a scheduler called with the step.
+        lr: the learning rate, a number or a scheduler called with the
+            step counter.
+        dtype: the dtype of ``step_counter``, ``lr_value`` and the other
+            scheduled values (float32, the only one supported).
+
+    Subclasses with values of their own that follow the step keep them as
+    tensors listed by ``_schedule_tensors`` and recompute them in
+    ``_schedule``; state that ``step()`` advances goes in ``_advance``.
     """
 
-    def __init__(self, lr):
+    def __init__(self, lr, dtype=_tensor.float32):
         self.lr = _as_scheduler(lr, f"{type(self).__name__}: lr")
-        self.step_counter = 0
+        if dtype != _tensor.float32:
+            raise TypeError(f"{type(self).__name__}: dtype must be tensor.float32, got "
+                            f"{_tensor.dtype_name(dtype)}")
+        self.dtype = dtype
         self._states = {}    # "<kind>/<param name>" -> Tensor
         self._scratch_cache = {}
         self._grads_owned = False
+        # Scheduled values start on the default device and follow the
+        # parameters to theirs on the first update. They are made here,
+        # outside any recorded step, so a graph never refills them.
+        dev = _device.get_default_device()
+        self._device_id = dev.id()
+        for name in self._schedule_tensors():
+            setattr(self, name, _tensor.Tensor((1,), dev, dtype, requires_grad=False))
+        self._restart()
 
     # -- driving --
 
@@ -134,18 +195,42 @@ class Optimizer:
         raise NotImplementedError
 
     def step(self):
-        """Advances the step counter read by schedules and bias corrections."""
-        self.step_counter += 1
+        """Advances step_counter and the values scheduled on it, in place."""
+        self.step_counter += 1.0
+        self._advance()
+        self._schedule()
 
-    def lr_value(self):
-        """The learning rate at the current step."""
-        return float(self.lr(self.step_counter))
+    # -- scheduled values --
+
+    def _schedule_tensors(self):
+        """Names of the attributes holding scheduled values, shape (1,)."""
+        return ["step_counter", "lr_value"]
+
+    def _advance(self):
+        """Advances state kept alongside the counter (none by default)."""
+
+    def _schedule(self, initial=False):
+        """Recomputes lr_value (and subclasses' values) from the counter."""
+        if initial or not getattr(self.lr, "is_constant", False):
+            value = self.lr(self.step_counter)
+            if isinstance(value, _tensor.Tensor):
+                self.lr_value.copy_data(value)
+            else:
+                self.lr_value.set_value(value)
+
+    def _ensure_device(self, dev):
+        """Moves the scheduled values to dev (the parameters' device)."""
+        if dev.id() == self._device_id:
+            return
+        for name in self._schedule_tensors():
+            getattr(self, name).to_device(dev)
+        self._device_id = dev.id()
 
     # -- states --
 
     def get_states(self):
-        """{"step_counter": ndarray, "<kind>/<param>": Tensor, ...}."""
-        states = {"step_counter": np.array(self.step_counter, dtype=np.int64)}
+        """{"step_counter": Tensor, "<kind>/<param>": Tensor, ...}."""
+        states = {"step_counter": self.step_counter}
         states.update(self._states)
         return states
 
@@ -156,7 +241,8 @@ class Optimizer:
             step = states.pop("step_counter")
             if isinstance(step, _tensor.Tensor):
                 step = step.numpy()
-            self.step_counter = int(np.asarray(step).reshape(()))
+            self.step_counter.set_value(int(np.asarray(step).reshape(())))
+            self._restart()
         for key, value in states.items():
             if "/" not in key:
                 raise ValueError(f"{type(self).__name__}.set_states: unknown state {key!r}")
@@ -166,6 +252,10 @@ class Optimizer:
                 old.copy_from_numpy(arr.astype(np.float32))
             else:
                 self._states[key] = _tensor.from_numpy(arr.astype(np.float32))
+
+    def _restart(self):
+        """Recomputes every scheduled value after the counter was set."""
+        self._schedule(initial=True)
 
     # -- helpers for subclasses --
 
@@ -186,6 +276,9 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: gradient dtype "
                             f"{_tensor.dtype_name(grad.dtype)} differs from parameter "
                             f"{param_name!r} dtype {_tensor.dtype_name(param.dtype)}")
+        dev = param.device
+        if dev.id() != self._device_id:
+            self._ensure_device(dev)
 
     def _state(self, kind, param_name, param):
         """The buffer kind/param_name (zeros on the first call)."""
@@ -223,6 +316,10 @@ class Optimizer:
         _cw.Axpy(weight_decay, param.data, g.data)
         return g
 
+    def _step_by(self, scale, direction, param):
+        """param += scale * lr_value * direction."""
+        _cw.AxpyTensor(scale, self.lr_value.data, direction.data, param.data)
+
 
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, as PyTorch's SGD::
@@ -232,10 +329,14 @@ class SGD(Optimizer):
         buf = momentum * buf + (1 - dampening) * g
         g = g + momentum * buf if nesterov else buf
         p = p - lr * g
+
+    The buffer starts at zero, so "buf = g" on the first step is the
+    general formula with the g coefficient 1 at step 0 (a scheduled value
+    when dampening is used): no step is special-cased in Python.
     """
 
-    def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        super().__init__(lr)
+    def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 dtype=_tensor.float32):
         _check_range("momentum", momentum, 0.0, 1.0, "SGD")
         _check_range("dampening", dampening, 0.0, 1.0, "SGD")
         if weight_decay < 0:
@@ -246,26 +347,39 @@ class SGD(Optimizer):
         self.dampening = float(dampening)
         self.weight_decay = float(weight_decay)
         self.nesterov = bool(nesterov)
+        super().__init__(lr, dtype)
+
+    def _schedule_tensors(self):
+        names = super()._schedule_tensors()
+        if self.momentum and self.dampening:
+            names.append("_grad_coef")
+        return names
+
+    def _schedule(self, initial=False):
+        super()._schedule(initial)
+        if self.momentum and self.dampening:
+            # 1 at step 0, 1 - dampening after: 1 - dampening * min(step, 1)
+            c = self._grad_coef.data
+            _cw.MinimumScalarInto(self.step_counter.data, 1.0, c)
+            _cw.MulScalarInto(c, -self.dampening, c)
+            _cw.AddScalarInto(c, 1.0, c)
 
     def apply(self, param_name, param, grad):
         self._check(param_name, param, grad)
-        lr = self.lr_value()
         g = self._decayed(param, grad, self.weight_decay)
         if self.momentum:
-            key = f"momentum/{param_name}"
-            fresh = key not in self._states
             buf = self._state("momentum", param_name, param)
-            if fresh:
-                buf.data.CopyData(g.data)
+            _cw.MulScalarInto(buf.data, self.momentum, buf.data)
+            if self.dampening:
+                _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
             else:
-                _cw.MulScalarInto(buf.data, self.momentum, buf.data)
-                _cw.Axpy(1.0 - self.dampening, g.data, buf.data)
+                _cw.AddInto(buf.data, g.data, buf.data)
             if self.nesterov:
-                _cw.Axpy(-lr, g.data, param.data)
-                _cw.Axpy(-lr * self.momentum, buf.data, param.data)
+                self._step_by(-1.0, g, param)
+                self._step_by(-self.momentum, buf, param)
                 return
             g = buf
-        _cw.Axpy(-lr, g.data, param.data)
+        self._step_by(-1.0, g, param)
 
 
 class RMSProp(Optimizer):
@@ -275,8 +389,8 @@ class RMSProp(Optimizer):
         p = p - lr * g / (sqrt(s) + epsilon)
     """
 
-    def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0):
-        super().__init__(lr)
+    def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0,
+                 dtype=_tensor.float32):
         _check_range("rho", rho, 0.0, 1.0, "RMSProp")
         if epsilon <= 0 or weight_decay < 0:
             raise ValueError(f"RMSProp: need epsilon > 0 and weight_decay >= 0, got "
@@ -284,6 +398,7 @@ class RMSProp(Optimizer):
         self.rho = float(rho)
         self.epsilon = float(epsilon)
         self.weight_decay = float(weight_decay)
+        super().__init__(lr, dtype)
 
     def apply(self, param_name, param, grad):
         self._check(param_name, param, grad)
@@ -296,7 +411,7 @@ class RMSProp(Optimizer):
         _cw.SqrtInto(s.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
         _cw.DivInto(g.data, tmp.data, tmp.data)
-        _cw.Axpy(-self.lr_value(), tmp.data, param.data)
+        self._step_by(-1.0, tmp, param)
 
 
 class AdaGrad(Optimizer):
@@ -306,13 +421,13 @@ class AdaGrad(Optimizer):
         p = p - lr * g / (sqrt(s) + epsilon)
     """
 
-    def __init__(self, lr=0.01, epsilon=1e-10, weight_decay=0.0):
-        super().__init__(lr)
+    def __init__(self, lr=0.01, epsilon=1e-10, weight_decay=0.0, dtype=_tensor.float32):
         if epsilon <= 0 or weight_decay < 0:
             raise ValueError(f"AdaGrad: need epsilon > 0 and weight_decay >= 0, got "
                              f"{epsilon} and {weight_decay}")
         self.epsilon = float(epsilon)
         self.weight_decay = float(weight_decay)
+        super().__init__(lr, dtype)
 
     def apply(self, param_name, param, grad):
         self._check(param_name, param, grad)
@@ -324,7 +439,7 @@ class AdaGrad(Optimizer):
         _cw.SqrtInto(s.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
         _cw.DivInto(g.data, tmp.data, tmp.data)
-        _cw.Axpy(-self.lr_value(), tmp.data, param.data)
+        self._step_by(-1.0, tmp, param)
 
 
 class Adam(Optimizer):
@@ -335,10 +450,15 @@ class Adam(Optimizer):
         p = p - lr / (1 - beta_1^t) * m / (sqrt(v / (1 - beta_2^t)) + epsilon)
 
     weight_decay adds weight_decay * p to the gradient (L2, not AdamW).
+
+    The bias corrections are tensors that follow the step. 1 - beta^t is
+    kept as (1 - beta) * S_t with S_t = 1 + beta * S_(t-1), a sum that
+    float32 holds to full precision, where 1 - beta^t itself would lose
+    digits to cancellation (beta_2 = 0.999 is not exact in float32).
     """
 
-    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.0):
-        super().__init__(lr)
+    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.0,
+                 dtype=_tensor.float32):
         where = type(self).__name__
         _check_range("beta_1", beta_1, 0.0, 1.0 - 1e-12, where)
         _check_range("beta_2", beta_2, 0.0, 1.0 - 1e-12, where)
@@ -349,11 +469,33 @@ class Adam(Optimizer):
         self.beta_2 = float(beta_2)
         self.epsilon = float(epsilon)
         self.weight_decay = float(weight_decay)
+        super().__init__(lr, dtype)
 
-    def _adam_step(self, param_name, param, g, lr):
-        t = self.step_counter + 1
-        bc1 = 1.0 - self.beta_1 ** t
-        bc2 = 1.0 - self.beta_2 ** t
+    def _schedule_tensors(self):
+        # _sum1, _sum2: S_t for beta_1, beta_2. _step_size: lr / (1 - beta_1^t).
+        # _v_scale: 1 / sqrt(1 - beta_2^t).
+        return super()._schedule_tensors() + ["_sum1", "_sum2", "_step_size", "_v_scale"]
+
+    def _restart(self):
+        t = int(self.step_counter.numpy()[0]) + 1
+        for s, b in ((self._sum1, self.beta_1), (self._sum2, self.beta_2)):
+            s.set_value((1.0 - b ** t) / (1.0 - b) if b < 1.0 else float(t))
+        super()._restart()
+
+    def _advance(self):
+        for s, b in ((self._sum1, self.beta_1), (self._sum2, self.beta_2)):
+            _cw.MulScalarInto(s.data, b, s.data)
+            _cw.AddScalarInto(s.data, 1.0, s.data)
+
+    def _schedule(self, initial=False):
+        super()._schedule(initial)
+        a, v = self._step_size.data, self._v_scale.data
+        _cw.MulScalarInto(self._sum1.data, 1.0 - self.beta_1, a)
+        _cw.DivInto(self.lr_value.data, a, a)
+        _cw.MulScalarInto(self._sum2.data, 1.0 - self.beta_2, v)
+        _cw.PowScalarInto(v, -0.5, v)
+
+    def _adam_step(self, param_name, param, g):
         m = self._state("m", param_name, param)
         v = self._state("v", param_name, param)
         _cw.MulScalarInto(m.data, self.beta_1, m.data)
@@ -363,27 +505,37 @@ class Adam(Optimizer):
         _cw.MulScalarInto(v.data, self.beta_2, v.data)
         _cw.Axpy(1.0 - self.beta_2, tmp.data, v.data)
         _cw.SqrtInto(v.data, tmp.data)
-        _cw.MulScalarInto(tmp.data, 1.0 / math.sqrt(bc2), tmp.data)
+        _cw.MulInto(tmp.data, self._v_scale.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
         _cw.DivInto(m.data, tmp.data, tmp.data)
-        _cw.Axpy(-lr / bc1, tmp.data, param.data)
+        _cw.AxpyTensor(-1.0, self._step_size.data, tmp.data, param.data)
 
     def apply(self, param_name, param, grad):
         self._check(param_name, param, grad)
         g = self._decayed(param, grad, self.weight_decay)
-        self._adam_step(param_name, param, g, self.lr_value())
+        self._adam_step(param_name, param, g)
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter, 2019), as
     PyTorch's AdamW: p = p * (1 - lr * weight_decay) before the Adam step."""
 
-    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.01):
-        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay)
+    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.01,
+                 dtype=_tensor.float32):
+        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, dtype)
+
+    def _schedule_tensors(self):
+        # _decay: 1 - lr * weight_decay
+        return super()._schedule_tensors() + ["_decay"]
+
+    def _schedule(self, initial=False):
+        super()._schedule(initial)
+        d = self._decay.data
+        _cw.MulScalarInto(self.lr_value.data, -self.weight_decay, d)
+        _cw.AddScalarInto(d, 1.0, d)
 
     def apply(self, param_name, param, grad):
         self._check(param_name, param, grad)
-        lr = self.lr_value()
         if self.weight_decay:
-            _cw.MulScalarInto(param.data, 1.0 - lr * self.weight_decay, param.data)
-        self._adam_step(param_name, param, grad, lr)
+            _cw.MulInto(param.data, self._decay.data, param.data)
+        self._adam_step(param_name, param, grad)

@@ -3,7 +3,9 @@
 `dev` runs a test on the CPU and on every visible GPU; `other` on a second
 device that is not the default one (a separate CPU device, and every visible
 GPU), for tests that compare it with the default CPU device. GPU cases skip
-with the reason when there is none.
+with the reason when there is none. `torch` is PyTorch for the tests that
+compare against it (skipped when it is not installed; such tests are marked
+`torch`, so CI can run them alone after installing it: `pytest -m torch`).
 """
 
 import numpy as np
@@ -46,3 +48,14 @@ def other(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)

@@ -93,7 +93,7 @@ def test_save_load_round_trip_with_optimizer_state(tmp_path):
     np.testing.assert_allclose(aux["t"], 1.0)
     for k, v in m.get_states().items():
         np.testing.assert_array_equal(m2.get_states()[k].numpy(), v.numpy(), err_msg=k)
-    assert m2.optimizer.step_counter == m.optimizer.step_counter == 20
+    assert float(m2.optimizer.step_counter) == float(m.optimizer.step_counter) == 20
     # Continuing training from the original and from the copy agrees, which
     # needs the momentum buffers to have been restored.
     for mm in (m, m2):

@@ -128,8 +128,7 @@ def _torch_cases(torch):
 
 
 @pytest.mark.parametrize("name,make", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
-def test_matches_pytorch(name, make):
-    torch = pytest.importorskip("torch")
+def test_matches_pytorch(name, make, torch):
     p0, grads = _param_and_grads(seed=1)
     got = _run_singa(make(), p0, grads)
     tp = torch.nn.Parameter(torch.tensor(p0))
@@ -227,7 +226,130 @@ def test_bias_correction_uses_step_counter():
     np.testing.assert_allclose(x.numpy(), y.numpy())
     # At t = 1 Adam moves each weight by lr (up to epsilon).
     np.testing.assert_allclose(x.numpy(), -0.1, rtol=1e-5)
-    assert o.step_counter == 0
+    assert float(o.step_counter) == 0
     o.step()
-    assert o.step_counter == 1
-    assert math.isclose(o.lr_value(), 0.1)
+    assert float(o.step_counter) == 1
+    assert math.isclose(float(o.lr_value), 0.1, rel_tol=1e-7)
+
+
+# ---- scheduled values are device tensors (doc/design.md "Optimizers") ----
+
+def test_axpy_tensor_matches_numpy():
+    from singa import singa_wrap as cw
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    y = rng.standard_normal((5, 7)).astype(np.float32)
+    for alpha, scale in ((0.25, -1.0), (-3.0, 0.5)):
+        ty, tx = tensor.from_numpy(y), tensor.from_numpy(x)
+        cw.AxpyTensor(scale, tensor.from_numpy(np.array([alpha], np.float32)).data,
+                      tx.data, ty.data)
+        np.testing.assert_allclose(ty.numpy(), y + scale * alpha * x, rtol=1e-6, atol=1e-6)
+    # a transposed x and a float16 y take the general path
+    ty = tensor.from_numpy(y.T.copy())
+    cw.AxpyTensor(2.0, tensor.from_numpy(np.array([0.5], np.float32)).data,
+                  tensor.from_numpy(x).T.data, ty.data)
+    np.testing.assert_allclose(ty.numpy(), (y + x).T, rtol=1e-6, atol=1e-6)
+    h = tensor.from_numpy(y.astype(np.float16))
+    cw.AxpyTensor(1.0, tensor.from_numpy(np.array([2.0], np.float32)).data,
+                  tensor.from_numpy(x.astype(np.float16)).data, h.data)
+    np.testing.assert_allclose(h.numpy(), (y.astype(np.float16) + 2 * x.astype(np.float16)),
+                               rtol=2e-3, atol=2e-3)
+
+
+def test_axpy_tensor_errors():
+    from singa import singa_wrap as cw
+    y = tensor.Tensor((2, 3))
+    with pytest.raises(ValueError, match=r"alpha must have one element, got shape \(2,\)"):
+        cw.AxpyTensor(1.0, tensor.Tensor((2,)).data, tensor.Tensor((2, 3)).data, y.data)
+    with pytest.raises(TypeError, match="alpha must be float32, got int32"):
+        cw.AxpyTensor(1.0, tensor.Tensor((1,), dtype=tensor.int32).data,
+                      tensor.Tensor((2, 3)).data, y.data)
+    with pytest.raises(ValueError, match="differ in size"):
+        cw.AxpyTensor(1.0, tensor.Tensor((1,)).data, tensor.Tensor((4,)).data, y.data)
+
+
+def test_scheduled_values_are_tensors_that_step_in_place():
+    sched = opt.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5, staircase=True)
+    o = opt.SGD(lr=sched)
+    counter, lr = o.step_counter, o.lr_value
+    assert isinstance(counter, tensor.Tensor) and tuple(counter.shape) == (1,)
+    assert isinstance(lr, tensor.Tensor) and tuple(lr.shape) == (1,)
+    seen = []
+    for _ in range(5):
+        seen.append(float(o.lr_value))
+        o.step()
+    assert o.step_counter is counter and o.lr_value is lr
+    np.testing.assert_allclose(seen, [0.1, 0.1, 0.05, 0.05, 0.025], rtol=1e-7)
+    assert float(counter) == 5
+
+
+def test_schedulers_take_and_return_tensors():
+    step = tensor.from_numpy(np.array([3.0], np.float32))
+    for sched in (opt.Constant(0.3), opt.ExponentialDecay(0.2, 2, 0.5),
+                  opt.ExponentialDecay(0.2, 2, 0.5, staircase=True)):
+        out = sched(step)
+        assert isinstance(out, tensor.Tensor) and tuple(out.shape) == (1,)
+        np.testing.assert_allclose(out.numpy(), [sched(3)], rtol=1e-6)
+
+
+def test_scheduled_values_follow_parameters_to_their_device():
+    from singa import device
+    dev = device.create_separate_cpu_device()
+    o = opt.Adam(lr=0.01)
+    p = tensor.from_numpy(np.ones((3,), np.float32), dev)
+    p.name = "p"
+    o.update(p, tensor.from_numpy(np.ones((3,), np.float32), dev))
+    o.step()
+    assert o.step_counter.device.id() == dev.id() and o.lr_value.device.id() == dev.id()
+    np.testing.assert_allclose(p.numpy(), 1 - 0.01, rtol=1e-5)
+
+
+def test_callable_lr_gets_the_counter_tensor():
+    o = opt.SGD(lr=lambda step: 0.5 * 0.9 ** step)
+    got = []
+    for _ in range(3):
+        got.append(float(o.lr_value))
+        o.step()
+    np.testing.assert_allclose(got, [0.5, 0.45, 0.405], rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: opt.SGD(lr=0.05, momentum=0.8, dampening=0.3),
+    lambda: opt.Adam(lr=0.01, beta_1=0.8, beta_2=0.99),
+    lambda: opt.AdamW(lr=opt.ExponentialDecay(0.01, 2, 0.7), weight_decay=0.1),
+], ids=["sgd-dampening", "adam", "adamw-scheduled"])
+def test_set_states_restores_scheduled_values(make):
+    p0, grads = _param_and_grads(seed=2)
+    a = make()
+    pa = tensor.from_numpy(p0)
+    pa.name = "w"
+    for g in grads[:3]:
+        a.update(pa, tensor.from_numpy(g))
+        a.step()
+    b = make()
+    b.set_states({k: (v.numpy() if isinstance(v, tensor.Tensor) else v)
+                  for k, v in a.get_states().items()})
+    pb = tensor.from_numpy(pa.numpy())
+    pb.name = "w"
+    for g in grads[3:]:
+        for o, p in ((a, pa), (b, pb)):
+            o.update(p, tensor.from_numpy(g))
+            o.step()
+    np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
+
+
+def test_adam_bias_correction_holds_over_many_steps(torch):
+    rng = np.random.default_rng(5)
+    p0 = rng.standard_normal((6,)).astype(np.float32)
+    o = opt.Adam(lr=0.01)
+    p = tensor.from_numpy(p0)
+    p.name = "w"
+    tp = torch.nn.Parameter(torch.tensor(p0, dtype=torch.float64))
+    topt = torch.optim.Adam([tp], lr=0.01)
+    for _ in range(300):
+        g = rng.standard_normal((6,)).astype(np.float32)
+        o.update(p, tensor.from_numpy(g))
+        o.step()
+        tp.grad = torch.tensor(g, dtype=torch.float64)
+        topt.step()
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=2e-6)

@@ -107,6 +107,12 @@ class Tensor {
   void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
 #include "singa/core/ops.def"
 
+// The names of the unary and of the binary ops in ops.def, in file order,
+// separated by spaces: the Python op table (python/singa/opdefs.py) is
+// checked against them.
+const char* UnaryOpNames();
+const char* BinaryOpNames();
+
 // Shape of a and b broadcast together (ONNX multidirectional rules).
 Shape BroadcastShape(const Shape& a, const Shape& b, const char* op);
 
@@ -141,6 +147,10 @@ Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+// y += scale * alpha[0] * x, where alpha is a one-element float32 tensor on
+// y's device read when the work runs (a learning rate that a schedule
+// updates in place, so recorded graphs use its current value).
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.

@@ -205,11 +205,57 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   return out.Reshape(final_shape);
 }
 
-void Axpy(float alpha, const Tensor& x, Tensor* y) {
-  SINGA_CHECK(x.Size() == y->Size(), ShapeError, "Axpy: shapes ", x.shape(),
-              " and ", y->shape(), " differ in size");
+namespace {
+// y += alpha * x, or y += alpha * alpha_src[0] when alpha_src is given: a
+// one-element float32 tensor read when the work runs, so recorded work
+// picks up its current value.
+void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
+              Tensor* y) {
+  CheckSameDevice(name, x, *y);
+  CheckSameDtype(name, x, *y);
+  SINGA_CHECK(x.Size() == y->Size(), ShapeError, name, ": shapes ", x.shape(), " and ",
+              y->shape(), " differ in size");
+  if (alpha_src) {
+    CheckSameDevice(name, *alpha_src, *y);
+    SINGA_CHECK(alpha_src->Size() == 1, ShapeError, name,
+                ": alpha must have one element, got shape ", alpha_src->shape());
+    SINGA_CHECK(alpha_src->data_type() == kFloat32, DtypeError, name,
+                ": alpha must be float32, got ", DataTypeName(alpha_src->data_type()));
+  }
+  if (y->Size() == 0) return;
   Tensor xs = x.shape() == y->shape() ? x : x.Reshape(y->shape());
-  AddInto(*y, MulScalar(xs, alpha), y);
+  if (y->data_type() != kFloat32 || !y->device()->is_host()) {
+    // float16 and int32 go through the element-wise ops, as do devices
+    // whose kernels cannot read alpha on the host.
+    Tensor scaled;
+    if (alpha_src) {
+      Tensor k = MulScalar(alpha_src->Reshape({}), alpha);
+      scaled = Mul(xs, k.data_type() == xs.data_type() ? k : k.AsType(xs.data_type()));
+    } else {
+      scaled = MulScalar(xs, alpha);
+    }
+    AddInto(*y, scaled, y);
+    return;
+  }
+  Tensor xa = Unaliased(xs, *y);
+  ElemSpace sp = MakeElemSpace(y->shape(), {&y->stride(), &xa.stride(), &y->stride()});
+  Tensor o = *y;
+  Tensor a = alpha_src ? *alpha_src : Tensor();
+  const bool has_src = alpha_src != nullptr;
+  o.device()->Exec(
+      [sp, xa, o, a, has_src, alpha](Context*) mutable {
+        const float k = has_src ? alpha * a.data<float>()[0] : alpha;
+        Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
+                                o.mutable_data<float>(), op::AxpyOp{k});
+      },
+      {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
+}
+}  // namespace
+
+void Axpy(float alpha, const Tensor& x, Tensor* y) { AxpyImpl("Axpy", alpha, nullptr, x, y); }
+
+void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
+  AxpyImpl("AxpyTensor", scale, &alpha, x, y);
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {

@@ -127,6 +127,14 @@ struct ClipOp {
     return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
   }
 };
+// y + alpha * x, with a the x operand and b the y operand of Binary.
+struct AxpyOp {
+  float alpha;
+  template <typename T>
+  SINGA_HD T operator()(T a, T b) const {
+    return static_cast<T>(b + alpha * a);
+  }
+};
 struct LeakyReLUOp {
   float alpha;
   template <typename T>
