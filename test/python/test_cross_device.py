@@ -10,7 +10,7 @@ magnitude, for sums whose order differs on the GPU); float16 ones to 1e-3.
 import numpy as np
 import pytest
 
-from singa import device, singa_wrap, tensor
+from singa import device, opdefs, singa_wrap, tensor
 
 rng = np.random.default_rng(7)
 
@@ -63,25 +63,23 @@ def uniform(lo, hi, shape=(6, 7)):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-UNARY = {
-    "abs": (-3, 3), "neg": (-3, 3), "exp": (-5, 5), "log": (0.1, 5), "sqrt": (0, 5),
-    "square": (-3, 3), "sign": (-3, 3), "ceil": (-3, 3), "floor": (-3, 3), "round": (-3, 3),
-    "rounde": (-3, 3), "reciprocal": (0.5, 3), "relu": (-3, 3), "sigmoid": (-8, 8),
-    "tanh": (-4, 4), "softplus": (-25, 25), "softsign": (-3, 3), "erf": (-3, 3),
-    "sin": (-3, 3), "cos": (-3, 3), "tan": (-1.2, 1.2), "asin": (-0.99, 0.99),
-    "acos": (-0.99, 0.99), "atan": (-3, 3), "sinh": (-3, 3), "cosh": (-3, 3),
-    "asinh": (-3, 3), "acosh": (1.01, 4), "atanh": (-0.99, 0.99), "logical_not": (-1, 1),
-}
+def _reference():
+    import test_opdefs as ref  # one reference row (NumPy function, input ranges) per op
+    return ref
+
+
+# Every element-wise op of the op table (singa.opdefs), inputs drawn from
+# test_opdefs' reference rows.
+UNARY = sorted(r.op for r in opdefs.UNARY)
+BINARY = sorted(r.op for r in opdefs.BINARY)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary(name, layout, other):
-    x = uniform(*UNARY[name])
-    x[0, :6] = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5] if name.startswith("round") else x[0, :6]
-    if name == "logical_not":
-        x[1, :3] = 0
-    close(*both(getattr(tensor, name), [x], other, layout)[::-1])
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(op, layout, other):
+    x = _reference().UNARY_REF[op][1].draw((6, 7), rng)
+    fn = getattr(tensor, opdefs.by_op(op).fn)
+    close(*both(fn, [x], other, layout)[::-1])
 
 
 @pytest.mark.parametrize("name", ["abs", "neg", "square", "sign", "relu", "logical_not"])
@@ -91,25 +89,21 @@ def test_unary_int32(name, other):
     np.testing.assert_array_equal(got, want)
 
 
-BINARY = ["add", "sub", "mul", "div", "pow", "minimum", "maximum", "lt", "le", "gt", "ge",
-          "eq", "logical_and", "logical_or", "logical_xor"]
 SHAPES = [((6, 7), (6, 7)), ((6, 7), (7,)), ((6, 1), (1, 7)), ((2, 6, 7), (6, 1)), ((), (6, 7))]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("name", BINARY)
-def test_binary(name, layout, other):
+@pytest.mark.parametrize("op", BINARY)
+def test_binary(op, layout, other):
+    _, da, db = _reference().BINARY_REF[op]
+    fn = getattr(tensor, opdefs.by_op(op).fn)
     for sa, sb in SHAPES:
-        a = uniform(0.5, 2, sa) if name == "pow" else np.round(uniform(-3, 3, sa) * 2) / 2
-        b = uniform(-2, 2, sb) if name == "pow" else np.round(uniform(-3, 3, sb))
-        if name == "div":
-            b[b == 0] = 2
+        a, b = da.draw(sa, rng), db.draw(sb, rng)
         lay = layout if len(sa) >= 1 else "contiguous"
-        want, got = both(getattr(tensor, name), [a, b], other, lay)
-        close(got, want)
+        close(*both(fn, [a, b], other, lay)[::-1])
         # a number on either side
-        close(*both(lambda t: getattr(tensor, name)(t, 1.5), [a], other, lay)[::-1])
-        close(*both(lambda t: getattr(tensor, name)(1.5, t), [a], other, lay)[::-1])
+        close(*both(lambda t: fn(t, 1.5), [a], other, lay)[::-1])
+        close(*both(lambda t: fn(1.5, t), [a], other, lay)[::-1])
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "minimum", "maximum", "eq"])

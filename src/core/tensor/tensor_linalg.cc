@@ -243,10 +243,10 @@ void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tens
   Tensor a = alpha_src ? *alpha_src : Tensor();
   const bool has_src = alpha_src != nullptr;
   o.device()->Exec(
-      [sp, xa, o, a, has_src, alpha](Context*) mutable {
+      [sp, xa, o, a, has_src, alpha](Context* ctx) mutable {
         const float k = has_src ? alpha * a.data<float>()[0] : alpha;
         Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
-                                o.mutable_data<float>(), op::AxpyOp{k});
+                                o.mutable_data<float>(), op::AxpyOp{k}, ctx);
       },
       {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
 }
