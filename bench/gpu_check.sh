@@ -26,8 +26,9 @@ budget=${GPU_CHECK_BUDGET:-470}
 status=0
 rows=()
 
-# step NAME CAP LOG CMD...: runs CMD with its output in LOG, under a timeout
-# of CAP seconds or what is left of the budget, and records the outcome.
+# step NAME CAP LOG CMD...: runs CMD (a program, or a function exported
+# with export -f) with its output in LOG, under a timeout of CAP seconds or
+# what is left of the budget, and records the outcome.
 step() {
   local name=$1 cap=$2 log=$3
   shift 3
@@ -40,7 +41,11 @@ step() {
   fi
   echo "==== $name (up to ${cap}s, log $log)"
   local t0=$SECONDS rc
-  timeout --kill-after=10 "$cap" "$@" >"$log" 2>&1
+  if declare -F "$1" >/dev/null; then
+    timeout --kill-after=10 "$cap" bash -c "$*" >"$log" 2>&1
+  else
+    timeout --kill-after=10 "$cap" "$@" >"$log" 2>&1
+  fi
   rc=$?
   local dt=$((SECONDS - t0)) verdict=ok
   if ((rc != 0)); then
@@ -71,6 +76,7 @@ finish() {
 trap finish EXIT
 
 # ---- 0. what the machine has ----
+export PYTHONUNBUFFERED=1
 py=$(command -v python3)
 nvcc=$(command -v nvcc || true)
 for c in /usr/local/cuda/bin/nvcc /usr/local/cuda-13*/bin/nvcc; do
@@ -107,6 +113,8 @@ install_wheels() {
     "$py" -m pip install --quiet --no-index --no-deps --no-compile --upgrade --target "$site" \
       "$root"/.whl/swig-*.whl "$root"/.whl/scipy_openblas32-*.whl
 }
+export -f install_wheels
+export py root site out
 step wheels 60 "$out/build.log" install_wheels || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export SWIG_LIB
@@ -114,12 +122,14 @@ SWIG_LIB=$(ls -d "$site"/swig/data/share/swig/* | head -1)
 
 # ---- 2. build ----
 jobs=$(nproc)
+export nvcc jobs
 build() {
   cmake -S "$root" -B "$root/build/gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DPython_EXECUTABLE="$py" -DUSE_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DSWIG_EXECUTABLE="$site/swig/data/bin/swig" &&
     cmake --build "$root/build/gpu" -j "$jobs"
 }
+export -f build
 DETAIL="cmake + ninja -j$jobs, USE_CUDA=ON"
 step build 300 "$out/build_cmake.log" build || exit 1
 grep -E "singa: (CUDA|USE_CUDA)" "$out/build_cmake.log"
@@ -143,17 +153,21 @@ np.testing.assert_allclose(tensor.to_numpy(tensor.exp(t).sum(1)), np.exp(a).sum(
 print("smoke test passed")
 EOF
 }
+export -f smoke
 DETAIL="device query, GEMM and exp/sum against NumPy"
 step smoke 60 "$out/smoke.log" smoke
 sed -n '1,3p' "$out/smoke.log"
 
 # ---- 4. the test suite ----
-xdist=()
-"$py" -c "import xdist" 2>/dev/null && xdist=(-n 8 --dist loadfile)
+xdist=
+"$py" -c "import xdist" 2>/dev/null && xdist="-n 8 --dist loadfile"
+export xdist
 tests() {
-  "$py" -m pytest "$root/test/python" -q -p no:cacheprovider -rfE ${xdist[@]+"${xdist[@]}"} \
+  # shellcheck disable=SC2086
+  "$py" -m pytest "$root/test/python" -q -p no:cacheprovider -rfE $xdist \
     --junitxml="$out/junit.xml"
 }
+export -f tests
 step tests 240 "$out/tests.log" tests
 DETAIL=$(grep -E "passed|failed|error" "$out/tests.log" | tail -1)
 rows[-1]="${rows[-1]}$DETAIL"

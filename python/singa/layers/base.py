@@ -186,12 +186,13 @@ class Layer:
     # ---- checks for subclasses ----
 
     def device_check(self, *inputs):
-        """Raises ValueError unless all inputs share the first one's device."""
+        """Raises RuntimeError (as the core does) unless all inputs share the
+        first one's device."""
         dev = inputs[0].device
         for x in inputs[1:]:
             if x.device.id() != dev.id():
-                raise ValueError(f"{type(self).__name__}: inputs are on different devices "
-                                 f"({dev.name()} and {x.device.name()})")
+                raise RuntimeError(f"{type(self).__name__}: inputs are on different devices "
+                                   f"({dev.name()} and {x.device.name()})")
 
     def dtype_check(self, *inputs):
         """Raises TypeError unless all inputs share the first one's dtype."""
