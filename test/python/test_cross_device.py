@@ -317,3 +317,38 @@ def test_device_ids_follow_singa(other):
         assert other.id() >= 0 and other.name() == f"cuda:{other.id()}"
         assert device.create_cuda_gpu_on(other.id()) is not None
         assert device.create_cuda_gpu_on(other.id()).name() == other.name()
+
+
+def test_cuda_entry_points_without_a_gpu():
+    if device.get_num_gpus() > 0:
+        pytest.skip("a GPU is visible")
+    why = "no CUDA device is visible" if singa_wrap.USE_CUDA else "no CUDA support"
+    for fn in (device.create_cuda_gpu, lambda: device.create_cuda_gpu_on(1),
+               lambda: device.create_cuda_gpus(2), lambda: device.device_query(0),
+               lambda: device.get_gpu_mem_size(0)):
+        with pytest.raises(RuntimeError, match=why):
+            fn()
+    assert device.get_gpu_ids() == []
+    with pytest.raises(RuntimeError, match="cpu is not a CUDA device"):
+        device.set_allow_tf32(device.get_default_device(), True)
+    assert device.get_allow_tf32(device.get_default_device()) is False
+
+
+def test_gpu_queries_memory_and_tf32(other):
+    if other.is_host():
+        pytest.skip("a GPU property")
+    free, total = device.get_gpu_mem_size(other.id())
+    assert 0 < free <= total
+    assert device.device_query(other.id()).startswith(f"cuda:{other.id()}: ")
+    assert device.get_gpu_ids() == list(range(device.get_num_gpus()))
+    a = tensor.from_numpy(uniform(-1, 1, (64, 64)), other)
+    exact = tensor.to_numpy(tensor.matmul(a, a))
+    try:
+        device.set_allow_tf32(other, True)
+        assert device.get_allow_tf32(other)
+        close(tensor.to_numpy(tensor.matmul(a, a)), exact, rtol=1e-2)
+    finally:
+        device.set_allow_tf32(other, False)
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.matmul(a, a)), exact)
+    with pytest.raises(MemoryError, match=r"cannot allocate \d+ bytes on cuda:\d+ \(\d+ bytes free"):
+        tensor.Tensor((1 << 40,), other)

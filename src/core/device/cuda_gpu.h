@@ -49,8 +49,14 @@ namespace cuda {
       ::singa::cuda::ThrowCurandError(#call, singa_st_);                   \
   } while (0)
 // After a kernel launch: reports a bad launch configuration at once, and an
-// earlier asynchronous failure at the first launch after it.
-#define SINGA_CUDA_LAUNCHED(kernel) SINGA_CUDA_CHECK(cudaGetLastError())
+// earlier asynchronous failure at the first launch after it, naming the
+// kernel.
+#define SINGA_CUDA_LAUNCHED(kernel)                                             \
+  do {                                                                          \
+    const cudaError_t singa_err_ = cudaGetLastError();                          \
+    if (singa_err_ != cudaSuccess)                                              \
+      ::singa::cuda::ThrowCudaError("launch of " #kernel " (or earlier work)", singa_err_); \
+  } while (0)
 
 namespace singa {
 
