@@ -147,13 +147,16 @@ def test_long_reductions(other):
             close(got, want, rtol=1e-4 if name == "sum" else 0)
 
 
-def test_max_propagates_nan_like_cpu(other):
+def test_max_min_propagate_nan_and_keep_infinities(other):
     x = uniform(-1, 1, (4, 70))
     x[1, 33] = np.nan
     x[2, :] = -np.inf
     for axis in (0, 1, None):
         want, got = both(lambda t: tensor.max(t, axis), [x], other)
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(want, np.max(x, axis))
+        np.testing.assert_array_equal(tensor.to_numpy(tensor.min(on(-x, other, "contiguous"),
+                                                                 axis)), np.min(-x, axis))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[:3])

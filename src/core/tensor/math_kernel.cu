@@ -1,18 +1,14 @@
-// CUDA instantiations of the unary ops.def functors (and clip, leaky ReLU):
-// the same functor structs as the CPU backend, run by the element-wise
-// kernels of tensor_math_cuda.h.
+// CUDA instantiations of the unary ops.def functors (and clip, leaky ReLU)
+// on float32: the same functor structs as the CPU backend, run by the
+// element-wise kernels of tensor_math_cuda.h. int32 is in
+// math_kernel_int.cu, so that the two compile in parallel.
 #include "tensor_math_cuda.h"
 
 namespace singa {
 
-using CudaMath = Math<lang::Cuda>;
-
-#define SINGA_INSTANTIATE_UNARY_T(Op, T) \
-  template void CudaMath::Unary<Op, T>(const ElemSpace&, const T*, T*, Op, Context*);
-#define SINGA_INSTANTIATE_UNARY(Op)    \
-  SINGA_INSTANTIATE_UNARY_T(Op, float) \
-  SINGA_INSTANTIATE_UNARY_T(Op, int32_t)
-
+#define SINGA_INSTANTIATE_UNARY(Op)                                                       \
+  template void Math<lang::Cuda>::Unary<Op, float>(const ElemSpace&, const float*, float*, \
+                                                   Op, Context*);
 #define SINGA_UNARY_OP(Name, expr) SINGA_INSTANTIATE_UNARY(op::Name)
 #include "singa/core/ops.def"
 SINGA_INSTANTIATE_UNARY(op::Identity)

@@ -278,15 +278,28 @@ struct SumR {
   static T Init() { return T(0); }
   static T Combine(T a, T b) { return a + b; }
 };
+// The identities are -inf / +inf for floats, so that the maximum of
+// values that are all -inf is -inf (as in NumPy and on the GPU).
+template <typename T>
+constexpr T Lowest() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+template <typename T>
+constexpr T Highest() {
+  return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::max();
+}
+
 template <typename T>
 struct MaxR {
-  static T Init() { return std::numeric_limits<T>::lowest(); }
+  static T Init() { return Lowest<T>(); }
   // NaN wins, as in NumPy.
   static T Combine(T a, T b) { return (b > a || b != b) ? b : a; }
 };
 template <typename T>
 struct MinR {
-  static T Init() { return std::numeric_limits<T>::max(); }
+  static T Init() { return Highest<T>(); }
   static T Combine(T a, T b) { return (b < a || b != b) ? b : a; }
 };
 
