@@ -21,7 +21,6 @@ algorithm choice.
 """
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -214,62 +213,61 @@ def _torch_resnet18(nn):
     return nn.Sequential(*layers)
 
 
-# ---- driver ----
+# ---- driver: each side in a process of its own (bench/_harness.py) ----
 
-def worker(framework, case, steps, cpu):
-    fn = singa_case if framework == "singa" else torch_case
-    print(json.dumps(fn(case, steps, cpu)))
+def singa_side(threads, case, steps, cpu=False):
+    return {"value": singa_case(case, steps, cpu)["value"]}
 
 
-def run_worker(framework, case, steps, timeout, cpu):
-    cmd = [sys.executable, __file__, "--worker", framework, case, "--steps", str(steps)]
-    cmd += ["--cpu"] if cpu else []
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
-    if p.returncode != 0:
-        lines = (p.stderr or p.stdout).strip().splitlines()
-        return None, lines[-1][:160] if lines else f"exit {p.returncode}"
-    return json.loads(p.stdout.strip().splitlines()[-1]), ""
+def torch_side(threads, case, steps, cpu=False):
+    return {"value": torch_case(case, steps, cpu)["value"]}
+
+
+UNITS = {"gemm_f32": "TFLOP/s", "gemm_f16": "TFLOP/s", "mlp": "ms/step", "cnn": "ms/step",
+         "resnet18": "ms/step"}
 
 
 def main(argv=None):
+    import _harness
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--quick", action="store_true", help="fewer timed steps")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per process")
     ap.add_argument("--cpu", action="store_true", help="run on the CPU (to check the script)")
-    ap.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        worker(args.worker[0], args.worker[1], args.steps or 20, args.cpu)
-        return 0
-    print(f"{'case':9} {'singa':>14} {'pytorch':>14} {'ratio':>6} {'target':>7}  verdict",
+    print(f"{'case':9} {'singa':>10} {'pytorch':>10} {'ratio':>6} {'target':>7}  verdict",
           flush=True)
     missed = 0
     for case in args.only:
         steps = args.steps or ((5 if args.quick else 20) if case.startswith("gemm") else
                                (10 if args.quick else 30))
-        s, s_err = run_worker("singa", case, steps, args.timeout, args.cpu)
-        t, t_err = run_worker("torch", case, steps, args.timeout, args.cpu)
+        kw = {"case": case, "steps": steps, "cpu": args.cpu}
+        sides = [_harness.Side("singa", "gpu_bench:singa_side", kw),
+                 _harness.Side("pytorch", "gpu_bench:torch_side", kw, needs="torch")]
         op, target = TARGETS[case]
-        if s and t:
-            ratio = s["value"] / t["value"]
+        err = ""
+        try:
+            res = _harness.compare(sides, threads=None, rounds=1, timeout=args.timeout)
+        except (_harness.SideError, subprocess.TimeoutExpired) as e:
+            res, err = {}, str(e).strip().splitlines()[-1][:160]
+        s = res["singa"].median("value") if "singa" in res else None
+        t = res["pytorch"].median("value") if "pytorch" in res else None
+        if s is not None and t is not None:
+            ratio = s / t
             ok = ratio >= target if op == ">=" else ratio <= target
             verdict = "meets" if ok else "MISSES"
-            missed += not ok
         else:
-            ratio, verdict = float("nan"), "ERROR"
-            missed += 1
-        err = s_err or t_err
-        unit = (s or t or {"unit": ""})["unit"]
-        sv = f"{s['value']:.3f}" if s else "-"
-        tv = f"{t['value']:.3f}" if t else "-"
-        print(f"{case:9} {sv:>14} {tv:>14} {ratio:6.2f} {op + ' ' + str(target):>7}  {verdict}"
-              f" ({unit})" + (f"  {err}" if err else ""), flush=True)
-    print("ratio: singa/pytorch (TFLOP/s for GEMMs, ms per step for training)")
+            ratio, ok = float("nan"), False
+            verdict = "ERROR" if err or s is None else "NO TORCH"
+        missed += not ok
+        sv = "-" if s is None else f"{s:.3f}"
+        tv = "-" if t is None else f"{t:.3f}"
+        print(f"{case:9} {sv:>10} {tv:>10} {ratio:6.2f} {op + ' ' + str(target):>7}  {verdict}"
+              f" ({UNITS[case]})" + (f"  {err}" if err else ""), flush=True)
+    print("ratio: singa/pytorch (TFLOP/s for the GEMMs, ms per step for training); each "
+          "framework ran in a process of its own (bench/_harness.py), each figure the best of "
+          "three timed rounds")
     return 1 if missed else 0
 
 
