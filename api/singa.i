@@ -60,3 +60,4 @@
 %include "core_device.i"
 %include "core_tensor.i"
 %include "core_nn.i"
+%include "host_buffer.i"
