@@ -266,6 +266,8 @@ LAYERS = {
     "LayerNorm": (layer.LayerNorm, [U(-1, 1, (3, 5))]),
     "RNN": (lambda: layer.RNN(3, 4), [_lstm_input(2)]),
     "LSTM": (lambda: layer.LSTM(3, 4), [_lstm_input(2)]),
+    "CudnnRNN": (lambda: layer.CudnnRNN(4, num_layers=2, bidirectional=True),
+                 [U(-1, 1, (2, 5, 3))]),
     "ReLU": (layer.ReLU, [S(0.1, 1)]),
     "Sigmoid": (layer.Sigmoid, [U(-1, 1)]),
     "Tanh": (layer.Tanh, [U(-1, 1)]),
@@ -282,7 +284,8 @@ LAYERS = {
     "Sequential": (lambda: layer.Sequential(layer.Linear(3), layer.ReLU(), layer.Linear(2)),
                    [U(-1, 1, (4, 5))]),
 }
-NOT_TESTED_HERE = {"Layer", "Dropout"}  # the base class; random (test_dropout)
+# Base classes and the metaclass; random (test_dropout).
+NOT_TESTED_HERE = {"Layer", "LayerMeta", "RNN_Base", "Dropout"}
 
 
 class _ListInput(layer.Layer):
