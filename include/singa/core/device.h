@@ -48,12 +48,16 @@ class Device : public std::enable_shared_from_this<Device> {
   int id() const { return id_; }
   virtual bool is_host() const { return true; }
   virtual std::string lang() const { return "cpp"; }
-  // "cpu" for the default CPU device, "cpu:N" for others, "cuda:N" for GPUs.
+  // "cpu" for the default CPU device (id -1), "cpu:N" for the others
+  // (id -1 - N), "cuda:N" for GPU N (id N).
   virtual std::string name() const;
   Context* context() { return &ctx_; }
 
  protected:
-  explicit Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
+  // Host ids are negative (-1 the default device), CUDA ids the ordinal.
+  explicit Device(int id) : id_(id) {
+    ctx_.random_generator.seed(static_cast<unsigned>(id < 0 ? -id : id + 1));
+  }
   virtual void* Malloc(size_t size) = 0;
   virtual void Free(void* ptr, size_t size) = 0;
 

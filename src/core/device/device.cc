@@ -51,15 +51,16 @@ void Device::Exec(const std::function<void(Context*)>& fn,
 }
 
 std::string Device::name() const {
-  return id_ == 0 ? "cpu" : "cpu:" + std::to_string(id_);
+  // SINGA's ids: -1 for the default host device, -2, -3, ... for others.
+  return id_ == -1 ? "cpu" : "cpu:" + std::to_string(-1 - id_);
 }
 
 namespace {
-// Id 0 belongs to the default device.
-std::atomic<int> next_cpu_id{1};
+// Id -1 belongs to the default device; CUDA devices use their ordinals.
+std::atomic<int> next_cpu_id{-2};
 }  // namespace
 
-CppCPU::CppCPU() : Device(next_cpu_id++) {}
+CppCPU::CppCPU() : Device(next_cpu_id--) {}
 CppCPU::CppCPU(int id) : Device(id) {}
 
 void CppCPU::CopyDataToFrom(void* dst, const void* src, size_t nbytes,
@@ -135,7 +136,7 @@ CppCPU::~CppCPU() {
 std::shared_ptr<Device> DefaultDevice() {
   // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
   UseOpenMPForBlas();
-  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(0);
+  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(-1);
   return dev;
 }
 
