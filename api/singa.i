@@ -64,3 +64,4 @@
 %include "compat_device.i"
 %include "compat_tensor.i"
 %include "core_nn.i"
+%include "host_buffer.i"
