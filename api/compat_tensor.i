@@ -48,7 +48,8 @@ PyObject* HostArray(PyObject* obj, const char* dt, const char* fn) {
   PyObject* arr = PyObject_CallMethod(np, "asarray", "O", obj);
   if (!arr) return nullptr;
   PyObject* from = PyObject_GetAttrString(arr, "dtype");
-  PyObject* ok = from ? PyObject_CallMethod(np, "can_cast", "Oss", from, dt, "same_kind") : nullptr;
+  PyObject* ok =
+      from ? PyObject_CallMethod(np, "can_cast", "Oss", from, dt, "same_kind") : nullptr;
   PyObject* out = nullptr;
   if (ok == Py_True) {
     PyObject* c = PyObject_CallMethod(np, "ascontiguousarray", "Os", arr, dt);
@@ -57,7 +58,8 @@ PyObject* HostArray(PyObject* obj, const char* dt, const char* fn) {
       Py_DECREF(c);
     }
   } else if (ok) {
-    PyErr_Format(PyExc_TypeError, "%s: cannot copy %S values into a tensor of dtype %s", fn, from, dt);
+    PyErr_Format(PyExc_TypeError, "%s: cannot copy %S values into a tensor of dtype %s", fn,
+                 from, dt);
   }
   Py_XDECREF(ok);
   Py_XDECREF(from);
@@ -451,7 +453,9 @@ void Div(const Tensor& lhs, const Tensor& rhs, Tensor* ret) {
   sw::CheckGiven(ret, "Div", "ret");
   DivInto(lhs, rhs, ret);
 }
-void Mult(const Tensor& a, const Tensor& b, Tensor* c) { sw::MultScaled("Mult", 1.f, a, b, 0.f, c); }
+void Mult(const Tensor& a, const Tensor& b, Tensor* c) {
+  sw::MultScaled("Mult", 1.f, a, b, 0.f, c);
+}
 void Axpy(const Tensor& alpha, const Tensor& x, Tensor* y) {
   sw::CheckGiven(y, "Axpy", "out");
   AxpyTensor(1.f, alpha, x, y);

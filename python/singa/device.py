@@ -1,17 +1,24 @@
 """Devices: where tensors live and ops run.
 
 The CPU device is always there; CUDA GPUs exist when singa was built with
-CUDA. Device objects expose ``id()``, ``SetRandSeed(seed)`` and ``Sync()``.
+CUDA. Device objects expose ``id()`` (SINGA's ids: -1 for the default CPU
+device, -2, -3, ... for other CPU devices, the ordinal for a GPU),
+``name()``, ``SetRandSeed(seed)``, ``Sync()``, ``host()`` and ``Reset()``;
+``singa_wrap.Platform`` has SINGA's static device functions.
 """
 
 from singa import singa_wrap as _cw
 
 Device = _cw.Device
 
+# SINGA's module attribute: the device of tensors made without one.
+default_device = _cw.DefaultDevice()
+
 
 def get_default_device():
-    """The default CPU device, used when no device is given."""
-    return _cw.DefaultDevice()
+    """The device used when none is given: SINGA's default host device
+    (id -1)."""
+    return default_device
 
 
 def create_cpu_device():
@@ -61,3 +68,27 @@ def device_query(device_id, verbose=False):
     if verbose:
         print(text)
     return text
+
+
+def get_num_opencl_platforms():
+    """0: singa has no OpenCL backend."""
+    return _cw.Platform.GetNumOpenclPlatforms()
+
+
+def get_num_opencl_devices():
+    """0: singa has no OpenCL backend."""
+    return _cw.Platform.GetNumOpenclDevices()
+
+
+def create_opencl_device():
+    """Raises RuntimeError: singa has no OpenCL backend (use the CPU or CUDA)."""
+    return _cw.Platform.GetDefaultOpenclDevice()
+
+
+def enable_lazy_alloc(enable):
+    """SINGA's switch for taking memory at first use. Accepted for SINGA
+    scripts; it changes nothing, because when a tensor's memory is taken
+    is the device's decision in singa (doc/design.md, "Blocks and memory")."""
+    if not isinstance(enable, (bool, int)):
+        raise TypeError(f"enable_lazy_alloc: expected a bool, got {type(enable).__name__}")
+    _cw.Device.EnableLazyAlloc(bool(enable))

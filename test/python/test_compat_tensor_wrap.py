@@ -124,7 +124,7 @@ def test_copy_data_from_host_ptr(dev):
 
 def test_copy_data_from_host_ptr_checks_sizes_and_kinds():
     t = sw.Tensor([2, 3])
-    with pytest.raises(ValueError, match=r"6 values at offset 1 do not fit a tensor of shape \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"6 values at offset 1 do not fit a tensor of shape"):
         t.CopyFloatDataFromHostPtr(np.zeros(6, np.float32), 1)
     with pytest.raises(ValueError, match="7 values at offset 0"):
         t.CopyFloatDataFromHostPtr(np.zeros(7, np.float32))
