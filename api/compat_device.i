@@ -43,8 +43,8 @@ struct Platform {
     (void)verbose;  // the text is the same; Python's device_query prints it
     return singa::DeviceQuery(id);
   }
-  static std::vector<std::shared_ptr<Device>> CreateCudaGPUs(long long num_devices,
-                                                             long long init_size = 0) {
+  static std::vector<std::shared_ptr<Device>> CreateCudaGPUs(int64_t num_devices,
+                                                             int64_t init_size = 0) {
     SINGA_CHECK(num_devices >= 1, ValueError, "CreateCudaGPUs: need at least one device, got ",
                 num_devices);
     std::vector<int> ids(static_cast<size_t>(num_devices));
@@ -54,7 +54,7 @@ struct Platform {
   // init_size (SINGA's initial memory pool) is checked and otherwise
   // unused: the caching allocator grows as needed.
   static std::vector<std::shared_ptr<Device>> CreateCudaGPUsOn(const std::vector<int>& devices,
-                                                               long long init_size = 0) {
+                                                               int64_t init_size = 0) {
     SINGA_CHECK(!devices.empty(), ValueError, "CreateCudaGPUsOn: need at least one device id");
     SINGA_CHECK(init_size >= 0, ValueError, "CreateCudaGPUsOn: init_size must be >= 0, got ",
                 init_size);
@@ -104,10 +104,10 @@ struct Platform {
   static int GetNumGPUs();
   static std::vector<int> GetGPUIDs();
   static std::string DeviceQuery(int id, bool verbose = false);
-  static std::vector<std::shared_ptr<singa::Device>> CreateCudaGPUs(long long num_devices,
-                                                                    long long init_size = 0);
+  static std::vector<std::shared_ptr<singa::Device>> CreateCudaGPUs(int64_t num_devices,
+                                                                    int64_t init_size = 0);
   static std::vector<std::shared_ptr<singa::Device>> CreateCudaGPUsOn(
-      const std::vector<int>& devices, long long init_size = 0);
+      const std::vector<int>& devices, int64_t init_size = 0);
   static int GetNumOpenclPlatforms();
   static int GetNumOpenclDevices();
   static std::shared_ptr<singa::Device> GetDefaultOpenclDevice();

@@ -68,7 +68,7 @@ PyObject* HostArray(PyObject* obj, const char* dt, const char* fn) {
 }
 
 // t.CopyFloatDataFromHostPtr(array, offset) and its int / half forms.
-PyObject* CopyFromHost(Tensor* t, PyObject* src, long long offset, DataType dt,
+PyObject* CopyFromHost(Tensor* t, PyObject* src, int64_t offset, DataType dt,
                        const char* dtname, const char* fn) {
   SINGA_CHECK(t->data_type() == dt, DtypeError, fn, ": the tensor holds ",
               DataTypeName(t->data_type()), ", not ", DataTypeName(dt));
@@ -99,7 +99,7 @@ PyObject* CopyFromHost(Tensor* t, PyObject* src, long long offset, DataType dt,
 }
 
 // The first num values of t in row-major order, as a NumPy array.
-PyObject* GetValues(const Tensor& t, long long num, DataType dt, const char* dtname,
+PyObject* GetValues(const Tensor& t, int64_t num, DataType dt, const char* dtname,
                     const char* fn) {
   SINGA_CHECK(t.data_type() == dt, DtypeError, fn, ": the tensor holds ",
               DataTypeName(t.data_type()), ", not ", DataTypeName(dt));
@@ -111,7 +111,7 @@ PyObject* GetValues(const Tensor& t, long long num, DataType dt, const char* dtn
   if (num > 0) part = t.Contiguous().Reshape({t.Size()}).Slice(0, 0, static_cast<size_t>(num));
   PyObject* np = Numpy();
   if (!np) return nullptr;
-  PyObject* arr = PyObject_CallMethod(np, "empty", "Ls", num, dtname);
+  PyObject* arr = PyObject_CallMethod(np, "empty", "Ls", static_cast<long long>(num), dtname);
   if (!arr || num == 0) return arr;
   Py_buffer view;
   if (PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
@@ -133,13 +133,13 @@ PyObject* GetValues(const Tensor& t, long long num, DataType dt, const char* dtn
 
 // SINGA's Product: the product of shape[start:end], where end is len, or
 // the whole shape when len is 0.
-size_t Product(const std::vector<size_t>& shape, long long start = 0, long long len = 0) {
-  const long long n = static_cast<long long>(shape.size());
-  const long long end = len == 0 ? n : len;
+size_t Product(const std::vector<size_t>& shape, int64_t start = 0, int64_t len = 0) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  const int64_t end = len == 0 ? n : len;
   SINGA_CHECK(start >= 0 && start <= end && end <= n, IndexError, "Product: range [", start,
               ", ", end, ") does not fit shape ", shape);
   size_t p = 1;
-  for (long long i = start; i < end; ++i) p *= shape[static_cast<size_t>(i)];
+  for (int64_t i = start; i < end; ++i) p *= shape[static_cast<size_t>(i)];
   return p;
 }
 
@@ -162,8 +162,8 @@ int SizeOf(int dtype) {
 }
 
 // num elements of src from src_offset into dst at dst_offset (row-major).
-void CopyDataToFrom(Tensor* dst, const Tensor& src, long long num, long long src_offset = 0,
-                    long long dst_offset = 0) {
+void CopyDataToFrom(Tensor* dst, const Tensor& src, int64_t num, int64_t src_offset = 0,
+                    int64_t dst_offset = 0) {
   const char* fn = "CopyDataToFrom";
   CheckGiven(dst, fn, "dst");
   SINGA_CHECK(num >= 0 && src_offset >= 0 && dst_offset >= 0, ValueError, fn,
@@ -192,7 +192,7 @@ Tensor RepeatAlong(const Tensor& src, const std::vector<size_t>& repeats, int ax
 }
 
 void CheckTotalRepeats(const char* fn, const Tensor& src, const std::vector<size_t>& repeats,
-                       int axis, long long total) {
+                       int axis, int64_t total) {
   const size_t len = axis == kNoAxis ? src.Size() : src.shape(NormAxis(axis, src.nDim(), fn));
   unsigned long long want = 0;
   if (repeats.size() == 1) {
@@ -205,7 +205,7 @@ void CheckTotalRepeats(const char* fn, const Tensor& src, const std::vector<size
 }
 
 void RepeatDataToFrom(bool broadcast_flag, const std::vector<size_t>& repeats, int axis,
-                      Tensor* dst, const Tensor& src, long long num) {
+                      Tensor* dst, const Tensor& src, int64_t num) {
   const char* fn = "RepeatDataToFrom";
   CheckGiven(dst, fn, "dst");
   SINGA_CHECK(!broadcast_flag || repeats.size() == 1, ValueError, fn,
@@ -218,9 +218,9 @@ void RepeatDataToFrom(bool broadcast_flag, const std::vector<size_t>& repeats, i
   CopyDataToFrom(dst, r, num);
 }
 
-Tensor SliceOn(const Tensor& in, long long start, long long end, int axis) {
+Tensor SliceOn(const Tensor& in, int64_t start, int64_t end, int axis) {
   const size_t ax = NormAxis(axis, in.nDim(), "SliceOn");
-  const long long len = static_cast<long long>(in.shape(ax));
+  const int64_t len = static_cast<int64_t>(in.shape(ax));
   SINGA_CHECK(start >= 0 && start <= end && end <= len, IndexError, "SliceOn: [", start, ", ",
               end, ") is out of range for axis ", axis, " of shape ", in.shape());
   return in.Slice(ax, static_cast<size_t>(start), static_cast<size_t>(end)).Clone();
@@ -503,25 +503,25 @@ void SoftMax(const Tensor& in, Tensor* out) { SoftMax(in, out, -1); }
     return new singa::Tensor(shape, nullptr, dtype);
   }
   bool initialized() const { return !$self->empty(); }
-  PyObject* GetFloatValue(long long num) const {
+  PyObject* GetFloatValue(int64_t num) const {
     return singa::sw::GetValues(*$self, num, singa::kFloat32, "float32", "GetFloatValue");
   }
-  PyObject* GetIntValue(long long num) const {
+  PyObject* GetIntValue(int64_t num) const {
     return singa::sw::GetValues(*$self, num, singa::kInt, "int32", "GetIntValue");
   }
-  PyObject* GetHalfFloatValue(long long num) const {
+  PyObject* GetHalfFloatValue(int64_t num) const {
     return singa::sw::GetValues(*$self, num, singa::kFloat16, "float16", "GetHalfFloatValue");
   }
   void SetFloatValue(float x) { $self->SetValue(x); }
-  PyObject* CopyFloatDataFromHostPtr(PyObject* src, long long offset = 0) {
+  PyObject* CopyFloatDataFromHostPtr(PyObject* src, int64_t offset = 0) {
     return singa::sw::CopyFromHost($self, src, offset, singa::kFloat32, "float32",
                                    "CopyFloatDataFromHostPtr");
   }
-  PyObject* CopyIntDataFromHostPtr(PyObject* src, long long offset = 0) {
+  PyObject* CopyIntDataFromHostPtr(PyObject* src, int64_t offset = 0) {
     return singa::sw::CopyFromHost($self, src, offset, singa::kInt, "int32",
                                    "CopyIntDataFromHostPtr");
   }
-  PyObject* CopyHalfFloatDataFromHostPtr(PyObject* src, long long offset = 0) {
+  PyObject* CopyHalfFloatDataFromHostPtr(PyObject* src, int64_t offset = 0) {
     return singa::sw::CopyFromHost($self, src, offset, singa::kFloat16, "float16",
                                    "CopyHalfFloatDataFromHostPtr");
   }
@@ -532,7 +532,7 @@ void SoftMax(const Tensor& in, Tensor* out) { SoftMax(in, out, -1); }
     *$self = fresh;
   }
   // Fills this tensor with src repeated (axis 9999: src flattened).
-  void RepeatData(const std::vector<size_t>& repeats, int axis, long long total_repeats,
+  void RepeatData(const std::vector<size_t>& repeats, int axis, int64_t total_repeats,
                   const singa::Tensor& src) {
     singa::sw::CheckTotalRepeats("RepeatData", src, repeats, axis, total_repeats);
     singa::Tensor r = singa::sw::RepeatAlong(src, repeats, axis);
@@ -585,18 +585,18 @@ void SoftMax(const Tensor& in, Tensor* out, int axis);
 
 namespace sw {
 
-size_t Product(const std::vector<size_t>& shape, long long start = 0, long long len = 0);
+size_t Product(const std::vector<size_t>& shape, int64_t start = 0, int64_t len = 0);
 int SizeOf(int dtype);
-void CopyDataToFrom(Tensor* dst, const Tensor& src, long long num, long long src_offset = 0,
-                    long long dst_offset = 0);
+void CopyDataToFrom(Tensor* dst, const Tensor& src, int64_t num, int64_t src_offset = 0,
+                    int64_t dst_offset = 0);
 void RepeatDataToFrom(bool broadcast_flag, const std::vector<size_t>& repeats, int axis,
-                      Tensor* dst, const Tensor& src, long long num);
+                      Tensor* dst, const Tensor& src, int64_t num);
 Tensor ShapeReshape(const Tensor& in, const std::vector<size_t>& shape);
 Tensor ShapeContiguous(const Tensor& in);
 Tensor ShapeTranspose(const Tensor& in, const std::vector<size_t>& axes);
 Tensor ShapeTranspose(const Tensor& in);
 Tensor ShapeDefaultTranspose(const Tensor& in);
-Tensor SliceOn(const Tensor& in, long long start, long long end, int axis);
+Tensor SliceOn(const Tensor& in, int64_t start, int64_t end, int axis);
 
 Tensor ReLUBackward(const Tensor& in1, const Tensor& in2);
 Tensor SoftMaxBackward(const Tensor& in, int axis, const Tensor& fdout);

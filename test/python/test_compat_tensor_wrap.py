@@ -422,3 +422,55 @@ def test_platform():
     assert (pair[0], pair[1]) == (2, 3)
     assert [tuple(p) for p in sw.VecPairSizeT([(1, 2)])] == [(1, 2)]
     assert sw.VecSharedPtrDevice([sw.DefaultDevice()])[0].id() == -1
+
+
+# ---- no SINGA name aborts ----
+
+_BAD_CALLS = r'''
+import numpy as np
+from singa import singa_wrap as sw
+a = sw.Tensor([2, 3]); a.SetFloatValue(1)
+i = sw.Tensor([2, 3], sw.kInt); i.SetFloatValue(1)
+v = sw.Tensor([5]); v.SetFloatValue(1)
+lab = sw.Tensor([2], sw.kInt); lab.SetFloatValue(7)
+calls = [
+    lambda: sw.Add(a, v, a), lambda: sw.EltwiseMult(a, i), lambda: sw.Mult(a, a, a),
+    lambda: sw.MultWithScale(1.0, a, v, 0.0, a), lambda: sw.AddColumn(v, a),
+    lambda: sw.SubRow(v, a), lambda: sw.AddColumnWithScale(1.0, 0.0, v, a),
+    lambda: sw.SumRows(a, v), lambda: sw.SumColumns(v, v), lambda: sw.SoftMax(a, v),
+    lambda: sw.SoftMax(a, a, 5), lambda: sw.SoftMaxBackward(a, 0, v),
+    lambda: sw.ReLUBackward(a, v), lambda: sw.CrossEntropyFwd(i, i),
+    lambda: sw.CrossEntropyFwd(a, lab), lambda: sw.SoftmaxCrossEntropyBwd(a, v),
+    lambda: sw.SliceOn(a, 3, 1, 1), lambda: sw.SliceOn(a, 0, 1, 7),
+    lambda: sw.CopyDataToFrom(a, v, 10**6), lambda: sw.CopyDataToFrom(a, v, -1),
+    lambda: sw.RepeatDataToFrom(True, [1, 2], 0, a, v, 3), lambda: a.Repeat([1, 2, 3], 0),
+    lambda: a.Repeat([1], 5), lambda: a.RepeatData([2], 0, 4, v),
+    lambda: a.GetFloatValue(2**62), lambda: a.CopyFloatDataFromHostPtr(np.zeros(3), 2**62),
+    lambda: a.CopyFloatDataFromHostPtr(object()), lambda: sw.Product([2], -5, 1),
+    lambda: sw.Product([2], 0, 2**40), lambda: sw.SizeOf(-1), lambda: sw.Axpy(v, a, a),
+    lambda: sw.Axpy(sw.Tensor([1], sw.kInt), a, a), lambda: sw.Gaussian(0.0, -1.0, a),
+    lambda: sw.Uniform(2.0, 1.0, a), lambda: sw.Platform.CreateCudaGPUsOn([-1]),
+    lambda: sw.Platform.CreateCudaGPUs(-3), lambda: sw.Average(a, 9), lambda: sw.Sum(a, -9),
+    lambda: sw.PowWithRet(a, v, a), lambda: a.iAdd(v), lambda: a.iMul(i),
+    lambda: sw.Add(a, a, None), lambda: sw.Gaussian(0.0, 1.0, None),
+    lambda: sw.Tensor().GetFloatValue(1), lambda: sw.__add__(a, None),
+    lambda: sw.Bernoulli(2.0, a), lambda: a.ResetLike(None),
+]
+for k, call in enumerate(calls):
+    try:
+        call()
+    except (ValueError, TypeError, IndexError, RuntimeError, MemoryError,
+            NotImplementedError):
+        continue
+    print("no error from call", k)
+print("survived")
+'''
+
+
+def test_bad_arguments_raise_and_never_abort():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _BAD_CALLS], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "survived", (r.returncode, r.stdout,
+                                                                 r.stderr[-2000:])
