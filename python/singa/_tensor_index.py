@@ -43,7 +43,8 @@ def index_view(ct, key, keep_int_axes):
             if n:
                 offset += start * strides[dim]
             new_shape.append(n)
-            new_strides.append(strides[dim] * step)
+            # One element needs no step; a huge one would overflow int64.
+            new_strides.append(strides[dim] * step if n > 1 else strides[dim])
             dim += 1
         elif isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)):
             n = shape[dim]
