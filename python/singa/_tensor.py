@@ -95,10 +95,20 @@ def _check_shape(shape, where):
 def _scalar(x):
     """x as a Python float, or None when x is not a real number."""
     if isinstance(x, (float, int)) and not isinstance(x, bool):
-        return float(x)
+        return _to_float(x)
     if isinstance(x, (numbers.Real, np.number)) and not isinstance(x, (bool, np.bool_)):
-        return float(x)
+        return _to_float(x)
     return None
+
+
+def _to_float(x):
+    try:
+        return float(x)
+    except OverflowError:
+        # An int past float64: certainly past float32 (as the core says for
+        # a float that is too large).
+        raise ValueError(f"an integer of {int(x).bit_length()} bits is outside the "
+                         "float32 range") from None
 
 
 _new = object.__new__
@@ -216,7 +226,7 @@ class Tensor:
         return self.data.MemSize()
 
     def is_transpose(self):
-        return self.data.transpose()
+        return self.data.IsTransposed()
 
     def is_contiguous(self):
         return self.data.IsContiguous()

@@ -8,9 +8,12 @@ A checkpoint is a zip archive readable by ``np.load(path, allow_pickle=False)``:
 * one ``.npy`` member per array. Members are numbered (``a0.npy``) rather
   than named after the array, so any name is safe inside the archive.
 
-Loading never unpickles: arrays are read with ``allow_pickle=False`` and the
-metadata with ``json``. The zip CRC of every member is checked on read, so a
-truncated or corrupted file raises ``ValueError`` naming the entry.
+Loading never unpickles: array headers are parsed without pickle (object
+dtypes are refused) and the metadata is read with ``json``. Every size a
+file declares (zip member sizes, .npy headers) is checked against the
+index and against the bytes really present before anything is allocated,
+and the zip CRC of every member is checked on read, so a truncated,
+corrupted or forged file raises ``ValueError`` naming the entry.
 
 Saving is atomic: the archive is written to a temporary file in the target's
 directory, flushed to disk, then renamed over the target with
@@ -94,6 +97,11 @@ def _fsync_dir(directory):
 
 
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, KeyError)
+# meta.json is small: a larger declared size means a damaged or hostile file.
+_MAX_META_BYTES = 64 << 20
+# Data is read in pieces this large, so memory follows what the archive
+# really holds, whatever its headers claim.
+_CHUNK = 1 << 20
 
 
 def load(fpath):
@@ -113,6 +121,7 @@ def load(fpath):
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"checkpoint {fpath!r} is not a singa checkpoint (a bare .npy file)")
     with npz:
+        _check_member_sizes(npz, fpath)
         doc = _read_meta(npz, fpath)
         arrays = {}
         for name, entry in doc["arrays"].items():
@@ -120,10 +129,25 @@ def load(fpath):
     return arrays, doc["meta"]
 
 
+def _check_member_sizes(npz, fpath):
+    """ValueError for a member whose stored size is larger than the file."""
+    total = os.path.getsize(fpath)
+    for info in npz.zip.infolist():
+        if info.compress_size > total or (info.compress_type == zipfile.ZIP_STORED
+                                          and info.file_size != info.compress_size):
+            raise ValueError(f"checkpoint {fpath!r}: member {info.filename!r} declares "
+                             f"{info.file_size} bytes ({info.compress_size} stored) in a "
+                             f"file of {total} bytes; the file is damaged")
+
+
 def _read_meta(npz, fpath):
     try:
-        raw = npz.zip.read(_META)
-        doc = json.loads(raw.decode("utf-8"))
+        size = npz.zip.getinfo(_META).file_size
+        if size > _MAX_META_BYTES:
+            raise ValueError(f"{size} bytes is more than a checkpoint's metadata can be")
+        with npz.zip.open(_META) as f:
+            raw = _read_exactly(f, size)
+        doc = json.loads(bytes(raw).decode("utf-8"))
     except _READ_ERRORS + (UnicodeDecodeError,) as e:
         raise ValueError(f"checkpoint {fpath!r}: metadata entry {_META!r} is missing or "
                          f"corrupted ({e})") from None
@@ -138,21 +162,64 @@ def _read_meta(npz, fpath):
 
 
 def _read_array(npz, fpath, name, entry):
+    where = f"checkpoint {fpath!r}: entry for {name!r}"
+
+    def corrupted(e):
+        return ValueError(f"{where} is truncated or corrupted ({e})")
+
     try:
-        member = entry["file"]
-        with npz.zip.open(member) as f:
-            arr = np.lib.format.read_array(f, allow_pickle=False)
-            # Reading to the end makes zipfile verify the member's CRC.
-            if f.read(1):
-                raise ValueError("trailing bytes after the array")
+        f = npz.zip.open(entry["file"])
     except _READ_ERRORS + (TypeError,) as e:
-        raise ValueError(f"checkpoint {fpath!r}: entry for {name!r} is truncated or "
-                         f"corrupted ({e})") from None
-    if list(arr.shape) != list(entry.get("shape", [])) or str(arr.dtype) != entry.get("dtype"):
-        raise ValueError(f"checkpoint {fpath!r}: entry for {name!r} holds {arr.dtype} "
-                         f"{arr.shape} but the index says {entry.get('dtype')} "
-                         f"{tuple(entry.get('shape', []))}")
-    return arr
+        raise corrupted(e) from None
+    with f:
+        try:
+            shape, fortran, dtype = _read_npy_header(f)
+        except _READ_ERRORS as e:
+            raise corrupted(e) from None
+        # The index and the header must agree before anything is allocated.
+        want_shape, want_dtype = entry.get("shape", []), entry.get("dtype")
+        if list(shape) != list(want_shape) or str(dtype) != want_dtype:
+            raise ValueError(f"{where} holds {dtype} {shape} but the index says "
+                             f"{want_dtype} {want_shape}")
+        need = dtype.itemsize
+        for d in shape:
+            need *= d
+        try:
+            data = _read_exactly(f, need)
+        except _READ_ERRORS as e:
+            raise corrupted(e) from None
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def _read_npy_header(f):
+    """(shape, fortran_order, dtype) of a .npy member, read before its data."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f".npy format version {version} is not supported")
+    if dtype.hasobject:
+        raise ValueError(f"dtype {dtype} holds Python objects, which are never unpickled")
+    return shape, fortran, dtype
+
+
+def _read_exactly(f, need):
+    """need bytes from f, which must then be at its end. Read in pieces, so
+    memory follows what the archive holds rather than what it claims."""
+    data = bytearray()
+    while len(data) <= need:
+        piece = f.read(min(_CHUNK, need + 1 - len(data)))
+        if not piece:
+            break
+        data += piece
+    if len(data) != need:
+        got = "more" if len(data) > need else len(data)
+        raise ValueError(f"the header declares {need} bytes of data, the member holds {got}")
+    # Reading to the end makes zipfile verify the member's CRC.
+    f.read(1)
+    return data
 
 
 # ---- checkpoints written by Apache SINGA's Model.save_states ----
@@ -174,7 +241,6 @@ _SINGA_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float16), 2: np.dtype(n
 # more than this ratio is a forged header or a zip bomb.
 _MAX_RATIO = 1100
 _MAX_ATTRS_BYTES = 64 << 20
-_CHUNK = 1 << 20
 
 
 def is_singa_format(fpath):
