@@ -3,10 +3,11 @@
 // directly run unchanged. Every wrapper checks its arguments first and
 // throws singa's typed errors: a SINGA name never aborts on bad input.
 //
-// Names that overload one of singa's (Add(lhs, rhs, ret), Sum(t, axis),
-// SoftMax(t, out), ...) are declared in namespace singa; the others live in
-// singa::sw. Values cross to NumPy through the buffer protocol; NumPy
-// itself is imported on first use, by the functions that return arrays.
+// Names that overload one of singa's (Sum(t, axis), Mult(A, B, C), ...)
+// are declared in namespace singa; the others live in singa::sw. Add, Sub,
+// Div, SoftMax and Axpy with SINGA's extra arguments are one function each
+// (end of this file). Values cross to NumPy through the buffer protocol;
+// NumPy itself is imported on first use, by the functions that return arrays.
 
 %template(VecVecSize) std::vector<std::vector<size_t>>;
 
@@ -15,6 +16,7 @@
 %runtime %{
 #include "singa/core/tensor.h"
 #include <cfloat>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -441,24 +443,8 @@ void InitLogging(const char* argv) { (void)argv; }
 }  // namespace sw
 
 // Overloads of singa's own names with SINGA's extra forms.
-void Add(const Tensor& lhs, const Tensor& rhs, Tensor* ret) {
-  sw::CheckGiven(ret, "Add", "ret");
-  AddInto(lhs, rhs, ret);
-}
-void Sub(const Tensor& lhs, const Tensor& rhs, Tensor* ret) {
-  sw::CheckGiven(ret, "Sub", "ret");
-  SubInto(lhs, rhs, ret);
-}
-void Div(const Tensor& lhs, const Tensor& rhs, Tensor* ret) {
-  sw::CheckGiven(ret, "Div", "ret");
-  DivInto(lhs, rhs, ret);
-}
 void Mult(const Tensor& a, const Tensor& b, Tensor* c) {
   sw::MultScaled("Mult", 1.f, a, b, 0.f, c);
-}
-void Axpy(const Tensor& alpha, const Tensor& x, Tensor* y) {
-  sw::CheckGiven(y, "Axpy", "out");
-  AxpyTensor(1.f, alpha, x, y);
 }
 Tensor Sum(const Tensor& t, int axis) { return Sum(t, {axis}, false); }
 void SumRows(const Tensor& m, Tensor* v) {
@@ -475,14 +461,6 @@ void SumColumns(const Tensor& m, Tensor* v) {
               " cannot hold the ", s.Size(), " row sums of shape ", m.shape());
   v->CopyData(s);
 }
-// SINGA's softmax without an axis runs along the last one.
-Tensor SoftMax(const Tensor& in) { return SoftMax(in, -1); }
-void SoftMax(const Tensor& in, Tensor* out, int axis) {
-  sw::CheckGiven(out, "SoftMax", "out");
-  sw::CheckSameShape("SoftMax", in, *out);
-  out->CopyData(SoftMax(in, axis));
-}
-void SoftMax(const Tensor& in, Tensor* out) { SoftMax(in, out, -1); }
 
 }  // namespace singa
 %}
@@ -571,17 +549,10 @@ void SoftMax(const Tensor& in, Tensor* out) { SoftMax(in, out, -1); }
 
 namespace singa {
 
-void Add(const Tensor& lhs, const Tensor& rhs, Tensor* ret);
-void Sub(const Tensor& lhs, const Tensor& rhs, Tensor* ret);
-void Div(const Tensor& lhs, const Tensor& rhs, Tensor* ret);
 void Mult(const Tensor& A, const Tensor& B, Tensor* C);
-void Axpy(const Tensor& alpha, const Tensor& in, Tensor* out);
 Tensor Sum(const Tensor& t, int axis);
 void SumRows(const Tensor& M, Tensor* v);
 void SumColumns(const Tensor& M, Tensor* v);
-Tensor SoftMax(const Tensor& in);
-void SoftMax(const Tensor& in, Tensor* out);
-void SoftMax(const Tensor& in, Tensor* out, int axis);
 
 namespace sw {
 
@@ -663,5 +634,128 @@ Tensor CrossEntropyFwd(const Tensor& p, const Tensor& t);
 Tensor SoftmaxCrossEntropyBwd(const Tensor& p, const Tensor& t);
 void InitLogging(const char* argv);
 
+}  // namespace sw
+}  // namespace singa
+
+// One function per name for singa's forms and SINGA's extra ones (see the
+// %ignore lines in core_tensor.i): header code, after SWIG's type table.
+%{
+namespace singa {
+namespace sw {
+
+// obj as a Tensor, or nullptr when it is not one.
+Tensor* TensorArg(PyObject* obj) {
+  void* p = nullptr;
+  if (!obj || !SWIG_IsOK(SWIG_ConvertPtr(obj, &p, SWIGTYPE_p_singa__Tensor, 0))) return nullptr;
+  return static_cast<Tensor*>(p);
+}
+
+PyObject* NewTensorObject(Tensor t) {
+  return SWIG_InternalNewPointerObj(new Tensor(std::move(t)), SWIGTYPE_p_singa__Tensor,
+                                    SWIG_POINTER_OWN);
+}
+
+// lhs op rhs as a new tensor, or into ret (SINGA's form) which is returned.
+template <typename Op, typename Into>
+Tensor BinaryOptRet(Op op, Into into, const Tensor& lhs, const Tensor& rhs, Tensor* ret) {
+  if (!ret) return op(lhs, rhs);
+  into(lhs, rhs, ret);
+  return *ret;
+}
+Tensor AddOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* ret = nullptr) {
+  return BinaryOptRet(static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&singa::Add),
+                      &singa::AddInto, lhs, rhs, ret);
+}
+Tensor SubOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* ret = nullptr) {
+  return BinaryOptRet(static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&singa::Sub),
+                      &singa::SubInto, lhs, rhs, ret);
+}
+Tensor DivOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* ret = nullptr) {
+  return BinaryOptRet(static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&singa::Div),
+                      &singa::DivInto, lhs, rhs, ret);
+}
+
+// SoftMax(t), SoftMax(t, axis), SoftMax(t, out), SoftMax(t, out, axis):
+// along axis (the last by default); with out, written there and returned.
+PyObject* SoftMaxForms(const Tensor& in, PyObject* out_or_axis = nullptr,
+                       PyObject* axis_obj = nullptr) {
+  Tensor* out = nullptr;
+  PyObject* axis_arg = axis_obj;
+  if (out_or_axis && PyIndex_Check(out_or_axis)) {
+    if (axis_obj) {
+      PyErr_SetString(PyExc_TypeError, "SoftMax: an axis as argument 2 takes no argument 3");
+      return nullptr;
+    }
+    axis_arg = out_or_axis;
+  } else if (out_or_axis) {
+    out = TensorArg(out_or_axis);
+    if (!out) {
+      PyErr_Format(PyExc_TypeError, "SoftMax: argument 2 must be an int axis or an output "
+                   "Tensor, got %s", Py_TYPE(out_or_axis)->tp_name);
+      return nullptr;
+    }
+  }
+  int axis = -1;
+  if (axis_arg) {
+    if (!PyIndex_Check(axis_arg)) {
+      PyErr_Format(PyExc_TypeError, "SoftMax: the axis must be an int, got %s",
+                   Py_TYPE(axis_arg)->tp_name);
+      return nullptr;
+    }
+    PyObject* i = PyNumber_Index(axis_arg);
+    if (!i) return nullptr;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (overflow || v < INT_MIN || v > INT_MAX) {  // as singa.i's int arguments
+      PyErr_Format(PyExc_ValueError, "SoftMax: argument %d, %R, is outside the range of int "
+                   "(%d to %d)", axis_arg == axis_obj ? 3 : 2, i, INT_MIN, INT_MAX);
+      Py_DECREF(i);
+      return nullptr;
+    }
+    Py_DECREF(i);
+    axis = static_cast<int>(v);
+  }
+  if (!out) return NewTensorObject(singa::SoftMax(in, axis));
+  CheckSameShape("SoftMax", in, *out);
+  out->CopyData(singa::SoftMax(in, axis));
+  return NewTensorObject(*out);
+}
+
+// y += alpha * x, alpha a number or a one-element float32 tensor.
+PyObject* AxpyForms(PyObject* alpha, const Tensor& x, Tensor* y) {
+  CheckGiven(y, "Axpy", "y");
+  if (Tensor* a = TensorArg(alpha)) {
+    AxpyTensor(1.f, *a, x, y);
+    Py_RETURN_NONE;
+  }
+  float f;
+  if (!SingaArgFloat(alpha, &f, "Axpy", 1)) return nullptr;
+  singa::Axpy(f, x, y);
+  Py_RETURN_NONE;
+}
+
+}  // namespace sw
+}  // namespace singa
+%}
+
+// An omitted ret is no error (the Tensor * check in singa.i rejects None).
+%typemap(check) singa::Tensor* optional_ret ""
+%feature("compactdefaultargs") singa::sw::AddOptRet;
+%feature("compactdefaultargs") singa::sw::SubOptRet;
+%feature("compactdefaultargs") singa::sw::DivOptRet;
+%feature("compactdefaultargs") singa::sw::SoftMaxForms;
+%rename(Add) singa::sw::AddOptRet;
+%rename(Sub) singa::sw::SubOptRet;
+%rename(Div) singa::sw::DivOptRet;
+%rename(SoftMax) singa::sw::SoftMaxForms;
+%rename(Axpy) singa::sw::AxpyForms;
+namespace singa {
+namespace sw {
+Tensor AddOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* optional_ret = nullptr);
+Tensor SubOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* optional_ret = nullptr);
+Tensor DivOptRet(const Tensor& lhs, const Tensor& rhs, Tensor* optional_ret = nullptr);
+PyObject* SoftMaxForms(const Tensor& in, PyObject* out_or_axis = nullptr,
+                       PyObject* axis = nullptr);
+PyObject* AxpyForms(PyObject* alpha, const Tensor& x, Tensor* y);
 }  // namespace sw
 }  // namespace singa

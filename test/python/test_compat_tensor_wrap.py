@@ -256,9 +256,20 @@ def test_elementwise_names(dev, rng):
                                   np.where(x - 1 > 0, y - 1, 0))
 
 
+def test_type_errors_keep_singa_message():
+    a, i = sw.Tensor([2]), sw.Tensor([2], sw.kInt)
+    for call, msg in [(lambda: sw.Add(a, i), "Add: dtypes float32 and int32 differ"),
+                      (lambda: sw.Sub(a, a, i), "Sub: dtypes"),
+                      (lambda: sw.SoftMax(i, 0), "SoftMax: needs a float32 tensor, got int32"),
+                      (lambda: sw.Axpy(1.0, a, i), "Axpy: dtypes")]:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value).startswith(msg) and "overloaded" not in str(e.value), str(e.value)
+
+
 def test_out_tensor_may_not_be_none():
     a = sw.Tensor([2])
-    for call in (lambda: sw.Add(a, a, None), lambda: sw.Gaussian(0.0, 1.0, None),
+    for call in (lambda: sw.EltwiseMult(a, a, None), lambda: sw.Gaussian(0.0, 1.0, None),
                  lambda: sw.AddColumn(a, None), lambda: sw.CopyDataToFrom(None, a, 1)):
         with pytest.raises((TypeError, ValueError), match="None"):
             call()
@@ -452,7 +463,8 @@ calls = [
     lambda: sw.Uniform(2.0, 1.0, a), lambda: sw.Platform.CreateCudaGPUsOn([-1]),
     lambda: sw.Platform.CreateCudaGPUs(-3), lambda: sw.Average(a, 9), lambda: sw.Sum(a, -9),
     lambda: sw.PowWithRet(a, v, a), lambda: a.iAdd(v), lambda: a.iMul(i),
-    lambda: sw.Add(a, a, None), lambda: sw.Gaussian(0.0, 1.0, None),
+    lambda: sw.Add(a, a, v), lambda: sw.Gaussian(0.0, 1.0, None), lambda: sw.SoftMax(a, "x"),
+    lambda: sw.SoftMax(a, 2**80), lambda: sw.SoftMax(i), lambda: sw.Axpy("a", a, a),
     lambda: sw.Tensor().GetFloatValue(1), lambda: sw.__add__(a, None),
     lambda: sw.Bernoulli(2.0, a), lambda: a.ResetLike(None),
 ]
