@@ -13,6 +13,7 @@
 %runtime %{
 #include "singa/core/device.h"
 #include <type_traits>
+#include <utility>
 
 namespace singa {
 namespace sw {
@@ -38,6 +39,16 @@ struct Platform {
     std::vector<int> ids(static_cast<size_t>(singa::GetNumGPUs()));
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
     return ids;
+  }
+  // (free, total) bytes of GPU device's memory, and of every visible GPU.
+  static std::pair<size_t, size_t> GetGPUMemSize(int device) {
+    std::vector<size_t> m = singa::GetGPUMemSize(device);
+    return {m.at(0), m.at(1)};
+  }
+  static std::vector<std::pair<size_t, size_t>> GetGPUMemSize() {
+    std::vector<std::pair<size_t, size_t>> all;
+    for (int id : GetGPUIDs()) all.push_back(GetGPUMemSize(id));
+    return all;
   }
   static std::string DeviceQuery(int id, bool verbose = false) {
     (void)verbose;  // the text is the same; Python's device_query prints it
@@ -103,6 +114,8 @@ namespace sw {
 struct Platform {
   static int GetNumGPUs();
   static std::vector<int> GetGPUIDs();
+  static std::pair<size_t, size_t> GetGPUMemSize(int device);
+  static std::vector<std::pair<size_t, size_t>> GetGPUMemSize();
   static std::string DeviceQuery(int id, bool verbose = false);
   static std::vector<std::shared_ptr<singa::Device>> CreateCudaGPUs(int64_t num_devices,
                                                                     int64_t init_size = 0);

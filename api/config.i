@@ -1,16 +1,11 @@
 // What this build contains, under the names of SINGA's config.i: scripts
 // branch on them (`if singa_wrap.USE_CUDA: dev = device.create_cuda_gpu()`).
 // Flags are the ints 0 and 1, as SINGA's #cmakedefine01 gives them. The
-// values come from the compiler's macros, so they cannot disagree with
-// what was compiled: USE_CUDA is defined for the whole core by a CUDA
-// build; singa has no cuDNN, OpenCL, DNNL or C++ (NCCL) communicator, so
-// those are 0 (CUDNN_VERSION 0). The version is CMake's project version.
+// values come from what was compiled: USE_CUDA from the core's kUseCuda
+// (the USE_CUDA macro of a CUDA build); singa has no cuDNN, OpenCL, DNNL or
+// C++ (NCCL) communicator, so those are 0 (CUDNN_VERSION 0). The version
+// is CMake's project version.
 %{
-#ifdef USE_CUDA
-#define SINGA_CFG_USE_CUDA 1
-#else
-#define SINGA_CFG_USE_CUDA 0
-#endif
 #ifdef USE_DIST
 #define SINGA_CFG_USE_DIST 1
 #else
@@ -21,7 +16,7 @@
 #endif
 %}
 
-%constant int USE_CUDA = SINGA_CFG_USE_CUDA;
+%constant int USE_CUDA = singa::kUseCuda ? 1 : 0;
 %constant int USE_CUDNN = 0;
 %constant int USE_OPENCL = 0;
 %constant int USE_DNNL = 0;

@@ -189,6 +189,7 @@ SINGA_INT_ARG(int64_t, INT64_MIN, INT64_MAX)
 %include "compat_device.i"
 %include "compat_tensor.i"
 %include "core_nn.i"
+%include "model_operation.i"
 %include "host_buffer.i"
 
 // After every class above: their Python types exist by now (see

@@ -164,7 +164,9 @@ class Tensor:
         else:
             shape = _check_shape(shape, "Tensor")
             dtype = _dtype(dtype, "Tensor")
-            if device is not None and not isinstance(device, _cw.Device):
+            if device is None:
+                device = _device.default_device
+            elif not isinstance(device, _cw.Device):
                 raise TypeError(f"Tensor: device must be a singa device, got {type(device).__name__}")
             self.data = CTensor(shape, device, dtype)
             self.data.SetValue(0.0)
@@ -284,12 +286,17 @@ class Tensor:
         return self
 
     def to_device(self, device):
-        """Moves this tensor to device in place."""
+        """Moves this tensor to device in place (a copy across devices);
+        returns self."""
+        if not isinstance(device, _cw.Device):
+            raise TypeError(f"to_device: expected a singa device, got {type(device).__name__}")
         self.data.ToDevice(device)
+        return self
 
     def to_host(self):
-        """Moves this tensor to the default CPU device in place."""
-        self.data.ToDevice(_device.get_default_device())
+        """Moves this tensor to the CPU in place; returns self."""
+        self.data.ToDevice(_cw.DefaultDevice())
+        return self
 
     # ---- values ----
     def set_value(self, x, inplace=True):
@@ -614,7 +621,9 @@ def from_numpy(np_array, dev=None):
                         "float32, float64, int32 or int64")
     dtype = {np.dtype(np.float16): float16, np.dtype(np.float32): float32,
              np.dtype(np.int32): int32}[arr.dtype]
-    if dev is not None and not isinstance(dev, _cw.Device):
+    if dev is None:
+        dev = _device.default_device
+    elif not isinstance(dev, _cw.Device):
         raise TypeError(f"from_numpy: device must be a singa device, got {type(dev).__name__}")
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")
@@ -633,8 +642,8 @@ def to_numpy(t):
 
 
 def to_host(t):
-    """A copy of t on the default CPU device."""
-    return _wrap(t.data.Clone(_device.get_default_device()))
+    """A copy of t on the CPU."""
+    return _wrap(t.data.Clone(_cw.DefaultDevice()))
 
 
 def zeros(shape, device=None, dtype=float32):

@@ -8,11 +8,10 @@ import pytest
 from singa import device, tensor
 from singa import singa_wrap as sw
 
-# The names of SINGA's device module that this part provides; the CUDA ones
-# (create_cuda_gpu*, get_gpu_ids, get_gpu_mem_size) come with the CUDA backend.
-SINGA_DEVICE_NAMES = """get_num_gpus get_num_opencl_platforms get_num_opencl_devices device_query
-create_cpu_device create_cuda_gpus create_cuda_gpu create_cuda_gpu_on create_opencl_device
-get_default_device enable_lazy_alloc default_device""".split()
+SINGA_DEVICE_NAMES = """get_num_gpus get_gpu_ids get_gpu_mem_size get_num_opencl_platforms
+get_num_opencl_devices device_query create_cpu_device create_cuda_gpus create_cuda_gpu
+create_cuda_gpus_on create_cuda_gpu_on create_opencl_device get_default_device enable_lazy_alloc
+default_device""".split()
 
 
 def test_names_exist():
@@ -64,7 +63,9 @@ def test_gpu_entry_points_without_cuda():
     if sw.USE_CUDA:
         pytest.skip("this build has CUDA")
     assert device.get_num_gpus() == 0
+    assert device.get_gpu_ids() == []
     for call in (device.create_cuda_gpu, lambda: device.create_cuda_gpu_on(0),
-                 lambda: device.create_cuda_gpus(1), lambda: device.device_query(0)):
+                 lambda: device.create_cuda_gpus(1), lambda: device.device_query(0),
+                 lambda: device.create_cuda_gpus_on([0]), lambda: device.get_gpu_mem_size(0)):
         with pytest.raises(RuntimeError, match="no CUDA support"):
             call()

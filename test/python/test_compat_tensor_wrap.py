@@ -421,7 +421,10 @@ def test_platform():
         P.GetDefaultOpenclDevice()
     with pytest.raises(ValueError, match="at least one device"):
         P.CreateCudaGPUs(0)
+    assert len(P.GetGPUMemSize()) == P.GetNumGPUs()
     if not sw.USE_CUDA:
+        with pytest.raises(RuntimeError, match="no CUDA support"):
+            P.GetGPUMemSize(0)
         with pytest.raises(RuntimeError, match="no CUDA support"):
             P.CreateCudaGPUs(1)
         with pytest.raises(RuntimeError, match="no CUDA support"):
@@ -429,6 +432,8 @@ def test_platform():
     elif P.GetNumGPUs() > 0:
         devs = P.CreateCudaGPUsOn([0])
         assert len(devs) == 1 and devs[0].id() == 0 and devs[0].host().id() == -1
+        free, total = P.GetGPUMemSize(0)
+        assert 0 < free <= total
     pair = sw.PairSizeT(2, 3)
     assert (pair[0], pair[1]) == (2, 3)
     assert [tuple(p) for p in sw.VecPairSizeT([(1, 2)])] == [(1, 2)]

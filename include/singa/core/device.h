@@ -14,13 +14,34 @@
 
 #include "singa/core/common.h"
 
+// CUDA handle types, declared here so that this header needs no CUDA headers
+// (cudaStream_t, cublasHandle_t and curandGenerator_t point to these).
+struct CUstream_st;
+struct cublasContext;
+struct curandGenerator_st;
+
 namespace singa {
+
+#ifdef USE_CUDA
+constexpr bool kUseCuda = true;
+#else
+constexpr bool kUseCuda = false;
+#endif
 
 enum CopyDirection { kHostToHost = 0, kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
 // Per-device state passed to the work run by Exec.
 struct Context {
   std::mt19937 random_generator;
+  // CUDA devices only (src/core/device/cuda_gpu.h), made with the device:
+  // its ordinal, its one stream, cuBLAS handle and cuRAND generator, and a
+  // scratch buffer that kernels on the stream may use in turn.
+  int cuda_ordinal = -1;
+  CUstream_st* stream = nullptr;
+  cublasContext* cublas_handle = nullptr;
+  curandGenerator_st* curand_generator = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_size = 0;
 };
 
 class Device : public std::enable_shared_from_this<Device> {
@@ -50,7 +71,7 @@ class Device : public std::enable_shared_from_this<Device> {
                     const std::vector<Block*>& write_blocks);
   // Waits for all queued work on this device.
   virtual void Sync() {}
-  void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
+  virtual void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
 
   int id() const { return id_; }
   virtual bool is_host() const { return true; }
@@ -103,11 +124,19 @@ std::shared_ptr<Device> DefaultDevice();
 void SetNumThreads(int n);
 int GetNumThreads();
 
-// CUDA entry points; without CUDA they throw DeviceError saying so.
+// CUDA entry points (src/core/device/cuda_gpu.cu); without CUDA they throw
+// DeviceError saying so, except GetNumGPUs, which is then 0. CreateCudaGPU
+// returns the one device object of that ordinal.
 bool HasCuda();
 int GetNumGPUs();
 std::shared_ptr<Device> CreateCudaGPU(int id);
 std::string DeviceQuery(int id);
+// (free, total) bytes of the GPU's memory.
+std::vector<size_t> GetGPUMemSize(int id);
+// Lets cuBLAS use TF32 tensor cores for float32 GEMM on dev (off by
+// default, so that results match the CPU's).
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool allow);
+bool GetAllowTF32(const std::shared_ptr<Device>& dev);
 
 }  // namespace singa
 

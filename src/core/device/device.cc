@@ -186,6 +186,15 @@ std::string DeviceQuery(int id) {
   SINGA_THROW(DeviceError, "cannot query cuda:", id,
               ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
 }
+std::vector<size_t> GetGPUMemSize(int id) {
+  SINGA_THROW(DeviceError, "cannot query cuda:", id,
+              ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
+}
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool) {
+  SINGA_THROW(DeviceError, "set_allow_tf32: ", dev ? dev->name() : "None",
+              " is not a CUDA device (this singa build has no CUDA support)");
+}
+bool GetAllowTF32(const std::shared_ptr<Device>&) { return false; }
 #endif
 
 }  // namespace singa
