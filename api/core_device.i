@@ -3,9 +3,6 @@
 %shared_ptr(singa::Device)
 %shared_ptr(singa::CppCPU)
 
-// True when this build has the CUDA backend.
-%constant bool USE_CUDA = singa::kUseCuda;
-
 namespace singa {
 
 class Device {

@@ -2,8 +2,10 @@
 
 The CPU device is always there; CUDA GPUs exist when singa was built with
 CUDA (``singa_wrap.USE_CUDA``) and a GPU is visible. Device objects expose
-``id()`` (the GPU's ordinal, or a negative number on the host), ``name()``
-(``cpu``, ``cuda:0``), ``SetRandSeed(seed)`` and ``Sync()``.
+``id()`` (SINGA's ids: -1 for the default CPU device, -2, -3, ... for other
+CPU devices, the ordinal for a GPU), ``name()`` (``cpu``, ``cpu:1``,
+``cuda:0``), ``SetRandSeed(seed)``, ``Sync()``, ``host()`` and ``Reset()``;
+``singa_wrap.Platform`` has SINGA's static device functions.
 
 ``create_cuda_gpu_on(i)`` always returns the same device object for GPU i,
 so tensors made through separate calls can be mixed. Nothing is copied
@@ -15,7 +17,8 @@ from singa import singa_wrap as _cw
 
 Device = _cw.Device
 
-# Where tensors go when no device is given (see set_default_device).
+# SINGA's module attribute: where tensors go when no device is given (see
+# set_default_device).
 default_device = _cw.DefaultDevice()
 
 
@@ -117,3 +120,27 @@ def set_allow_tf32(dev, allow):
 def get_allow_tf32(dev):
     """Whether float32 GEMMs on dev may use TF32."""
     return _cw.GetAllowTF32(dev)
+
+
+def get_num_opencl_platforms():
+    """0: singa has no OpenCL backend."""
+    return _cw.Platform.GetNumOpenclPlatforms()
+
+
+def get_num_opencl_devices():
+    """0: singa has no OpenCL backend."""
+    return _cw.Platform.GetNumOpenclDevices()
+
+
+def create_opencl_device():
+    """Raises RuntimeError: singa has no OpenCL backend (use the CPU or CUDA)."""
+    return _cw.Platform.GetDefaultOpenclDevice()
+
+
+def enable_lazy_alloc(enable):
+    """SINGA's switch for taking memory at first use. Accepted for SINGA
+    scripts; it changes nothing, because when a tensor's memory is taken
+    is the device's decision in singa (doc/design.md, "Blocks and memory")."""
+    if not isinstance(enable, (bool, int)):
+        raise TypeError(f"enable_lazy_alloc: expected a bool, got {type(enable).__name__}")
+    _cw.Device.EnableLazyAlloc(bool(enable))
