@@ -8,7 +8,7 @@ namespace singa {
 class Device {
  public:
   virtual void Sync();
-  void SetRandSeed(unsigned seed);
+  virtual void SetRandSeed(unsigned seed);
   int id() const;
   virtual bool is_host() const;
   virtual std::string lang() const;
@@ -29,5 +29,8 @@ bool HasCuda();
 int GetNumGPUs();
 std::shared_ptr<Device> CreateCudaGPU(int id);
 std::string DeviceQuery(int id);
+std::vector<size_t> GetGPUMemSize(int id);
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool allow);
+bool GetAllowTF32(const std::shared_ptr<Device>& dev);
 
 }  // namespace singa

@@ -148,7 +148,7 @@ def singa_step(threads, workload, steps, warmup=3):
             grads = list(autograd.backward(loss))
             t3 = now()
             for p, g in grads:
-                sgd.update(p, g)
+                sgd.apply(p.name, p, g)
             sgd.step()
             grads[0][0].data.device().Sync()
             t4 = now()

@@ -14,13 +14,34 @@
 
 #include "singa/core/common.h"
 
+// CUDA handle types, declared here so that this header needs no CUDA headers
+// (cudaStream_t, cublasHandle_t and curandGenerator_t point to these).
+struct CUstream_st;
+struct cublasContext;
+struct curandGenerator_st;
+
 namespace singa {
+
+#ifdef USE_CUDA
+constexpr bool kUseCuda = true;
+#else
+constexpr bool kUseCuda = false;
+#endif
 
 enum CopyDirection { kHostToHost = 0, kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
 // Per-device state passed to the work run by Exec.
 struct Context {
   std::mt19937 random_generator;
+  // CUDA devices only (src/core/device/cuda_gpu.h), made with the device:
+  // its ordinal, its one stream, cuBLAS handle and cuRAND generator, and a
+  // scratch buffer that kernels on the stream may use in turn.
+  int cuda_ordinal = -1;
+  CUstream_st* stream = nullptr;
+  cublasContext* cublas_handle = nullptr;
+  curandGenerator_st* curand_generator = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_size = 0;
 };
 
 class Device : public std::enable_shared_from_this<Device> {
@@ -29,7 +50,14 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // Allocates size bytes; throws MemoryError naming the size on failure.
   std::shared_ptr<Block> NewBlock(size_t size);
-  void FreeBlock(void* ptr, size_t size) { Free(ptr, size); }
+  // Called from ~Block, so it never throws: a device that fails to free
+  // loses the memory rather than ending the process.
+  void FreeBlock(void* ptr, size_t size) noexcept {
+    try {
+      Free(ptr, size);
+    } catch (...) {
+    }
+  }
 
   // Copies nbytes between blocks (either may be host memory when the
   // direction says so), offsets in bytes.
@@ -43,17 +71,21 @@ class Device : public std::enable_shared_from_this<Device> {
                     const std::vector<Block*>& write_blocks);
   // Waits for all queued work on this device.
   virtual void Sync() {}
-  void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
+  virtual void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
 
   int id() const { return id_; }
   virtual bool is_host() const { return true; }
   virtual std::string lang() const { return "cpp"; }
-  // "cpu" for the default CPU device, "cpu:N" for others, "cuda:N" for GPUs.
+  // "cpu" for the default CPU device (id -1), "cpu:N" for the others
+  // (id -1 - N), "cuda:N" for GPU N (id N).
   virtual std::string name() const;
   Context* context() { return &ctx_; }
 
  protected:
-  explicit Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
+  // Host ids are negative (-1 the default device), CUDA ids the ordinal.
+  explicit Device(int id) : id_(id) {
+    ctx_.random_generator.seed(static_cast<unsigned>(id < 0 ? -id : id + 1));
+  }
   virtual void* Malloc(size_t size) = 0;
   virtual void Free(void* ptr, size_t size) = 0;
 
@@ -87,15 +119,24 @@ class CppCPU : public Device {
 // The process-wide default device (a CppCPU).
 std::shared_ptr<Device> DefaultDevice();
 
-// Threads used by element-wise loops and BLAS.
+// Threads used by element-wise loops and BLAS: at most the processors
+// available; n < 1 or n > 4096 raises ValueError.
 void SetNumThreads(int n);
 int GetNumThreads();
 
-// CUDA entry points; without CUDA they throw DeviceError saying so.
+// CUDA entry points (src/core/device/cuda_gpu.cu); without CUDA they throw
+// DeviceError saying so, except GetNumGPUs, which is then 0. CreateCudaGPU
+// returns the one device object of that ordinal.
 bool HasCuda();
 int GetNumGPUs();
 std::shared_ptr<Device> CreateCudaGPU(int id);
 std::string DeviceQuery(int id);
+// (free, total) bytes of the GPU's memory.
+std::vector<size_t> GetGPUMemSize(int id);
+// Lets cuBLAS use TF32 tensor cores for float32 GEMM on dev (off by
+// default, so that results match the CPU's).
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool allow);
+bool GetAllowTF32(const std::shared_ptr<Device>& dev);
 
 }  // namespace singa
 

@@ -1,5 +1,6 @@
 #include "singa/core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -14,7 +15,15 @@
 
 namespace singa {
 
+namespace {
+// Above this, set_num_threads is surely a mistake.
+constexpr int kMaxThreads = 4096;
+}  // namespace
+
 size_t Product(const Shape& shape) {
+  // An empty dimension empties the shape, however large the others are.
+  for (size_t d : shape)
+    if (d == 0) return 0;
   size_t n = 1;
   for (size_t d : shape) {
     if (d != 0 && n > std::numeric_limits<size_t>::max() / 4 / d)
@@ -51,15 +60,16 @@ void Device::Exec(const std::function<void(Context*)>& fn,
 }
 
 std::string Device::name() const {
-  return id_ == 0 ? "cpu" : "cpu:" + std::to_string(id_);
+  // SINGA's ids: -1 for the default host device, -2, -3, ... for others.
+  return id_ == -1 ? "cpu" : "cpu:" + std::to_string(-1 - id_);
 }
 
 namespace {
-// Id 0 belongs to the default device.
-std::atomic<int> next_cpu_id{1};
+// Id -1 belongs to the default device; CUDA devices use their ordinals.
+std::atomic<int> next_cpu_id{-2};
 }  // namespace
 
-CppCPU::CppCPU() : Device(next_cpu_id++) {}
+CppCPU::CppCPU() : Device(next_cpu_id--) {}
 CppCPU::CppCPU(int id) : Device(id) {}
 
 void CppCPU::CopyDataToFrom(void* dst, const void* src, size_t nbytes,
@@ -117,9 +127,14 @@ void CppCPU::Free(void* ptr, size_t size) {
     void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) & ~(kHugePage - 1));
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cached_bytes_ + rounded <= kCacheLimit) {
-      cache_[rounded].push_back(base);
-      cached_bytes_ += rounded;
-      return;
+      // Free runs in ~Block, so nothing may escape: if the cache cannot
+      // grow to hold the buffer, the buffer is released instead.
+      try {
+        cache_[rounded].push_back(base);
+        cached_bytes_ += rounded;
+        return;
+      } catch (...) {
+      }
     }
     std::free(base);
     return;
@@ -135,18 +150,21 @@ CppCPU::~CppCPU() {
 std::shared_ptr<Device> DefaultDevice() {
   // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
   UseOpenMPForBlas();
-  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(0);
+  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(-1);
   return dev;
 }
 
 void SetNumThreads(int n) {
   SINGA_CHECK(n >= 1, ValueError, "set_num_threads: need at least 1 thread, got ", n);
+  SINGA_CHECK(n <= kMaxThreads, ValueError, "set_num_threads: ", n,
+              " threads is more than the ", kMaxThreads, " supported");
 #ifdef _OPENMP
+  // More threads than processors only adds switching (and a runaway count
+  // would have OpenMP reserve a stack for each), so use what the machine has.
+  n = std::min(n, omp_get_num_procs());
   omp_set_num_threads(n);
 #endif
-#ifndef SINGA_BLAS_NO_PREFIX
-  SINGA_BLAS(openblas_set_num_threads)(n);
-#endif
+  SetBlasThreads(n);
 }
 
 int GetNumThreads() {
@@ -168,6 +186,15 @@ std::string DeviceQuery(int id) {
   SINGA_THROW(DeviceError, "cannot query cuda:", id,
               ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
 }
+std::vector<size_t> GetGPUMemSize(int id) {
+  SINGA_THROW(DeviceError, "cannot query cuda:", id,
+              ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
+}
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool) {
+  SINGA_THROW(DeviceError, "set_allow_tf32: ", dev ? dev->name() : "None",
+              " is not a CUDA device (this singa build has no CUDA support)");
+}
+bool GetAllowTF32(const std::shared_ptr<Device>&) { return false; }
 #endif
 
 }  // namespace singa

@@ -40,7 +40,12 @@ bool Tensor::IsContiguous() const {
   return true;
 }
 
-bool Tensor::transpose() const {
+void Tensor::ThrowNoStorage() const {
+  SINGA_THROW(ValueError, "tensor of shape ", shape_,
+              " has no storage (a default-constructed Tensor holds no data)");
+}
+
+bool Tensor::IsTransposed() const {
   int64_t prev = INT64_MAX;
   for (size_t i = 0; i < shape_.size(); ++i) {
     if (shape_[i] <= 1) continue;
@@ -67,12 +72,14 @@ Tensor Tensor::View(const Shape& shape, const Strides& strides,
               " dimensions is more than the 64 supported");
   const size_t capacity = block_ ? block_->size() / SizeOf(dtype_) : 0;
   if (Product(shape) > 0) {
-    int64_t lo = static_cast<int64_t>(offset), hi = lo;
+    // 128-bit bounds: 64 axes of (2^64 - 1) * 2^63 cannot overflow them, so
+    // no shape, stride or offset can wrap the check around.
+    __int128 lo = static_cast<__int128>(offset), hi = lo;
     for (size_t i = 0; i < shape.size(); ++i) {
-      int64_t span = static_cast<int64_t>(shape[i] - 1) * strides[i];
+      __int128 span = static_cast<__int128>(shape[i] - 1) * strides[i];
       (span < 0 ? lo : hi) += span;
     }
-    SINGA_CHECK(lo >= 0 && hi < static_cast<int64_t>(capacity), IndexError,
+    SINGA_CHECK(lo >= 0 && hi < static_cast<__int128>(capacity), IndexError,
                 "View: shape ", shape, " with strides ", strides,
                 " and offset ", offset, " reaches outside storage of ",
                 capacity, " elements");
@@ -127,8 +134,10 @@ Tensor Tensor::Slice(size_t axis, size_t start, size_t stop,
   start = std::min(start, stop);
   Shape shape = shape_;
   Strides strides = strides_;
-  shape[axis] = (stop - start + step - 1) / step;
-  strides[axis] *= static_cast<int64_t>(step);
+  shape[axis] = stop == start ? 0 : (stop - start - 1) / step + 1;
+  // With two or more elements step < shape, so the product stays inside the
+  // Block's range; a single element keeps its stride (any step would do).
+  if (shape[axis] > 1) strides[axis] *= static_cast<int64_t>(step);
   return MakeView(*this, shape, strides,
                   offset_ + start * static_cast<size_t>(strides_[axis]));
 }
@@ -147,26 +156,27 @@ Tensor Tensor::Clone(std::shared_ptr<Device> device) const {
 }
 
 namespace {
-// Converts x (any layout) into out (any layout, same shape, any dtype).
+// Converts x (any layout) into out (any layout, same shape and device, any
+// dtype).
 void CastInto(const Tensor& x, Tensor* out) {
   if (x.Size() == 0) return;
   Tensor src = Unaliased(x, *out);
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &src.stride()});
   Tensor o = *out;
-  out->device()->Exec(
-      [sp, src, o](Context*) mutable {
+  SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+      [sp, src, o](Context* ctx) mutable {
         auto run = [&](auto in_tag) {
           using TI = decltype(in_tag);
           const TI* xp = src.data<TI>();
           switch (o.data_type()) {
             case kFloat16:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<Half>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<Half>(), ctx);
               break;
             case kFloat32:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<float>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<float>(), ctx);
               break;
             default:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<int32_t>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<int32_t>(), ctx);
           }
         };
         switch (src.data_type()) {
@@ -180,7 +190,31 @@ void CastInto(const Tensor& x, Tensor* out) {
             run(int32_t{});
         }
       },
-      {src.block()}, {o.block()});
+      {src.block()}, {o.block()}));
+}
+
+// Copies src into dst when they are on different devices: src is converted
+// and made contiguous on its own device, its bytes cross (through the host
+// between two GPUs), and dst's device lays them out.
+void CopyAcross(const Tensor& src, Tensor* dst) {
+  if (src.Size() == 0) return;
+  Tensor c = src.data_type() == dst->data_type() ? src.Contiguous() : src.AsType(dst->data_type());
+  Tensor t = dst->IsContiguous() ? *dst : Tensor(dst->shape(), dst->device(), dst->data_type());
+  Device* sd = c.device().get();
+  Device* dd = t.device().get();
+  const size_t nbytes = c.MemSize();
+  if (sd->is_host()) {
+    // The host device runs its work at once, so c is ready; dd's copy is
+    // queued after the work already queued on dd.
+    dd->CopyDataToFrom(t.mutable_raw_data(), c.raw_data(), nbytes, kHostToDevice);
+  } else if (dd->is_host()) {
+    sd->CopyDataToFrom(t.mutable_raw_data(), c.raw_data(), nbytes, kDeviceToHost);
+  } else {
+    std::vector<char> host(nbytes);
+    sd->CopyDataToFrom(host.data(), c.raw_data(), nbytes, kDeviceToHost);
+    dd->CopyDataToFrom(t.mutable_raw_data(), host.data(), nbytes, kHostToDevice);
+  }
+  if (t.block() != dst->block()) CastInto(t, dst);
 }
 }  // namespace
 
@@ -188,11 +222,11 @@ void Tensor::CopyData(const Tensor& src) {
   SINGA_CHECK(src.Size() == Size(), ShapeError, "copy_data: source of shape ",
               src.shape(), " (", src.Size(), " elements) does not fit shape ",
               shape_, " (", Size(), " elements)");
-  SINGA_CHECK(device_->is_host() && src.device_->is_host(), DeviceError,
-              "copy_data: copies between ", src.device_->name(), " and ",
-              device_->name(), " are not supported by this build");
   Tensor s = src.shape() == shape_ ? src : src.Reshape(shape_);
-  CastInto(s, this);
+  if (src.device_ == device_)
+    CastInto(s, this);
+  else
+    CopyAcross(s, this);
 }
 
 Tensor Tensor::AsType(DataType dtype) const {
@@ -215,20 +249,20 @@ void Tensor::SetValue(float x) {
   if (Size() == 0) return;
   ElemSpace sp = MakeElemSpace(shape_, {&strides_});
   Tensor t = *this;
-  device_->Exec(
-      [sp, t, x](Context*) mutable {
+  SINGA_LANG_SWITCH(device_, Lang, device_->Exec(
+      [sp, t, x](Context* ctx) mutable {
         switch (t.data_type()) {
           case kFloat16:
-            Math<lang::Cpp>::Fill(sp, Half{FloatToHalf(x)}, t.mutable_data<Half>());
+            Math<Lang>::Fill(sp, Half{FloatToHalf(x)}, t.mutable_data<Half>(), ctx);
             break;
           case kFloat32:
-            Math<lang::Cpp>::Fill(sp, x, t.mutable_data<float>());
+            Math<Lang>::Fill(sp, x, t.mutable_data<float>(), ctx);
             break;
           default:
-            Math<lang::Cpp>::Fill(sp, static_cast<int32_t>(x), t.mutable_data<int32_t>());
+            Math<Lang>::Fill(sp, op::ToElem<int32_t>(x), t.mutable_data<int32_t>(), ctx);
         }
       },
-      {}, {block()});
+      {}, {block()}));
 }
 
 void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
@@ -237,7 +271,8 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
   SINGA_CHECK(nbytes % es == 0, ValueError, "copy_from_numpy: ", nbytes,
               " bytes is not a whole number of ", DataTypeName(dtype_),
               " elements");
-  SINGA_CHECK(elem_offset + nbytes / es <= Size(), ValueError,
+  // Written so that no offset, however large, can wrap the sum around.
+  SINGA_CHECK(elem_offset <= Size() && nbytes / es <= Size() - elem_offset, ValueError,
               "copy_from_numpy: ", nbytes / es, " elements at offset ",
               elem_offset, " do not fit a tensor of shape ", shape_);
   if (nbytes == 0) return;
@@ -261,13 +296,15 @@ void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
 }
 
 namespace {
+// fill(lang_tag, y, ctx) writes Size() float32 values to y.
 template <typename Fill>
 void RandomFill(Tensor* t, Fill fill) {
   if (t->Size() == 0) return;
   if (t->data_type() == kFloat32 && t->IsContiguous()) {
     Tensor o = *t;
-    o.device()->Exec([o, fill](Context* ctx) mutable { fill(o.mutable_data<float>(), ctx); },
-                     {}, {o.block()});
+    SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+        [o, fill](Context* ctx) mutable { fill(Lang(), o.mutable_data<float>(), ctx); },
+        {}, {o.block()}));
     return;
   }
   Tensor tmp(t->shape(), t->device(), kFloat32);
@@ -281,8 +318,8 @@ void Tensor::Gaussian(float mean, float std) {
               "gaussian: need a finite mean and a positive std, got mean ",
               mean, " std ", std);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* p, Context* ctx) {
-    Math<lang::Cpp>::Gaussian(n, mean, std, p, ctx);
+  RandomFill(this, [=](auto lang, float* p, Context* ctx) {
+    Math<decltype(lang)>::Gaussian(n, mean, std, p, ctx);
   });
 }
 
@@ -291,8 +328,8 @@ void Tensor::Uniform(float low, float high) {
               ValueError, "uniform: need finite low <= high, got ", low, " and ",
               high);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* p, Context* ctx) {
-    Math<lang::Cpp>::Uniform(n, low, high, p, ctx);
+  RandomFill(this, [=](auto lang, float* p, Context* ctx) {
+    Math<decltype(lang)>::Uniform(n, low, high, p, ctx);
   });
 }
 
@@ -300,8 +337,8 @@ void Tensor::Bernoulli(float p) {
   SINGA_CHECK(p >= 0 && p <= 1, ValueError,
               "bernoulli: probability must be in [0, 1], got ", p);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* y, Context* ctx) {
-    Math<lang::Cpp>::Bernoulli(n, p, y, ctx);
+  RandomFill(this, [=](auto lang, float* y, Context* ctx) {
+    Math<decltype(lang)>::Bernoulli(n, p, y, ctx);
   });
 }
 
@@ -385,7 +422,7 @@ ElemSpace MakeElemSpace(const Shape& out_shape,
   return sp;
 }
 
-bool SameLayout(const Tensor& x, const Tensor& out) {
+bool SafeToWriteOver(const Tensor& x, const Tensor& out) {
   if (x.block() != out.block()) return true;
   if (x.offset() != out.offset() || x.shape() != out.shape()) return false;
   for (size_t i = 0; i < x.nDim(); ++i)
@@ -394,7 +431,7 @@ bool SameLayout(const Tensor& x, const Tensor& out) {
 }
 
 Tensor Unaliased(const Tensor& x, const Tensor& out) {
-  if (SameLayout(x, out)) return x;
+  if (SafeToWriteOver(x, out)) return x;
   Tensor copy(x.shape(), x.device(), x.data_type());
   copy.CopyData(x);
   return copy;

@@ -51,6 +51,40 @@ using std::sinh;
 using std::sqrt;
 using std::tan;
 using std::tanh;
+#else
+// Device overloads that mirror std:: on the host: float calls the float
+// function, and an int32 argument is computed in double.
+#define SINGA_CUDA_MATH1(fn)                                                \
+  SINGA_HD inline float fn(float x) { return ::fn##f(x); }                 \
+  SINGA_HD inline double fn(double x) { return ::fn(x); }                  \
+  SINGA_HD inline double fn(int32_t x) { return ::fn(static_cast<double>(x)); }
+SINGA_CUDA_MATH1(acos)
+SINGA_CUDA_MATH1(acosh)
+SINGA_CUDA_MATH1(asin)
+SINGA_CUDA_MATH1(asinh)
+SINGA_CUDA_MATH1(atan)
+SINGA_CUDA_MATH1(atanh)
+SINGA_CUDA_MATH1(ceil)
+SINGA_CUDA_MATH1(cos)
+SINGA_CUDA_MATH1(cosh)
+SINGA_CUDA_MATH1(erf)
+SINGA_CUDA_MATH1(exp)
+SINGA_CUDA_MATH1(floor)
+SINGA_CUDA_MATH1(log)
+SINGA_CUDA_MATH1(log1p)
+SINGA_CUDA_MATH1(nearbyint)
+SINGA_CUDA_MATH1(round)
+SINGA_CUDA_MATH1(sin)
+SINGA_CUDA_MATH1(sinh)
+SINGA_CUDA_MATH1(sqrt)
+SINGA_CUDA_MATH1(tan)
+SINGA_CUDA_MATH1(tanh)
+#undef SINGA_CUDA_MATH1
+SINGA_HD inline float pow(float a, float b) { return ::powf(a, b); }
+SINGA_HD inline double pow(double a, double b) { return ::pow(a, b); }
+SINGA_HD inline double pow(int32_t a, int32_t b) {
+  return ::pow(static_cast<double>(a), static_cast<double>(b));
+}
 #endif
 
 template <typename T>
@@ -64,19 +98,51 @@ SINGA_HD inline T DivOf(T a, T b) {
   }
 }
 
-#define SINGA_UNARY_OP(Name, expr)               \
-  struct Name {                                  \
-    template <typename T>                        \
-    SINGA_HD T operator()(T x) const {           \
-      return static_cast<T>(expr);               \
-    }                                            \
+// int32 formulas are evaluated in int64_t, where no sum, difference or
+// product of two int32 values overflows; ToElem brings the result back.
+template <typename T>
+struct EvalType {
+  using type = T;
+};
+template <>
+struct EvalType<int32_t> {
+  using type = int64_t;
+};
+
+// v as element type T without undefined behaviour: an integer wraps modulo
+// 2^32 (as NumPy's int32 does); a floating value converted to an integer
+// saturates, and NaN becomes 0.
+template <typename T, typename V>
+SINGA_HD inline T ToElem(V v) {
+  if constexpr (std::is_integral<T>::value && std::is_floating_point<V>::value) {
+    if (!(v == v)) return T(0);
+    if (v >= static_cast<V>(2147483647.0)) return T(2147483647);
+    if (v <= static_cast<V>(-2147483648.0)) return T(-2147483647 - 1);
+    return static_cast<T>(v);
+  } else if constexpr (std::is_integral<T>::value) {
+    return static_cast<T>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+#define SINGA_UNARY_OP(Name, expr)                      \
+  struct Name {                                         \
+    template <typename E>                               \
+    SINGA_HD E operator()(E x_) const {                 \
+      using T = typename EvalType<E>::type;             \
+      const T x = static_cast<T>(x_);                   \
+      return ToElem<E>(expr);                           \
+    }                                                   \
   };
-#define SINGA_BINARY_OP(Name, expr)              \
-  struct Name {                                  \
-    template <typename T>                        \
-    SINGA_HD T operator()(T a, T b) const {      \
-      return static_cast<T>(expr);               \
-    }                                            \
+#define SINGA_BINARY_OP(Name, expr)                     \
+  struct Name {                                         \
+    template <typename E>                               \
+    SINGA_HD E operator()(E a_, E b_) const {           \
+      using T = typename EvalType<E>::type;             \
+      const T a = static_cast<T>(a_), b = static_cast<T>(b_); \
+      return ToElem<E>(expr);                           \
+    }                                                   \
   };
 #include "singa/core/ops.def"
 
@@ -90,7 +156,8 @@ struct ClipOp {
   float lo, hi;
   template <typename T>
   SINGA_HD T operator()(T x) const {
-    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+    const T l = ToElem<T>(lo), h = ToElem<T>(hi);
+    return x < l ? l : (x > h ? h : x);
   }
 };
 // y + alpha * x, with a the x operand and b the y operand of Binary.
@@ -105,7 +172,7 @@ struct LeakyReLUOp {
   float alpha;
   template <typename T>
   SINGA_HD T operator()(T x) const {
-    return x > T(0) ? x : static_cast<T>(x * alpha);
+    return x > T(0) ? x : ToElem<T>(x * alpha);
   }
 };
 }  // namespace op
@@ -130,37 +197,55 @@ ElemSpace MakeElemSpace(const Shape& out_shape,
 
 enum class ReduceKind { kSum, kMax, kMin };
 
+// One backend per language tag. Pointers are the device's memory; every
+// member gets the device's Context (the CUDA backend queues its work on the
+// context's stream and returns without waiting). Inputs were checked before
+// (doc/design.md: closures throw nothing a user can cause).
 template <typename Lang>
 struct Math {
   template <typename Op, typename T>
-  static void Unary(const ElemSpace& sp, const T* x, T* y, Op op);
+  static void Unary(const ElemSpace& sp, const T* x, T* y, Op op, Context* ctx);
   template <typename Op, typename T>
-  static void Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op);
+  static void Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op,
+                     Context* ctx);
+  // y = op(a, s), or op(s, a) when scalar_first. The operands in sp are
+  // y, a, s (s, a when scalar_first), s with stride 0.
+  template <typename Op, typename T>
+  static void BinaryScalar(const ElemSpace& sp, const T* a, T s, bool scalar_first,
+                           T* y, Op op, Context* ctx);
   // y = cond != 0 ? a : b; operands in sp are y, cond, a, b.
   template <typename T>
   static void Where(const ElemSpace& sp, const T* cond, const T* a, const T* b,
-                    T* y);
+                    T* y, Context* ctx);
   template <typename TI, typename TO>
-  static void Cast(const ElemSpace& sp, const TI* x, TO* y);
+  static void Cast(const ElemSpace& sp, const TI* x, TO* y, Context* ctx);
   template <typename T>
-  static void Fill(const ElemSpace& sp, T value, T* y);
+  static void Fill(const ElemSpace& sp, T value, T* y, Context* ctx);
 
   // x is contiguous (outer, n, inner); y is (outer, inner).
   template <typename T>
   static void Reduce(ReduceKind kind, int64_t outer, int64_t n, int64_t inner,
-                     const T* x, T* y);
+                     const T* x, T* y, Context* ctx);
   template <typename T>
   static void ArgReduce(bool is_max, int64_t outer, int64_t n, int64_t inner,
-                        const T* x, int32_t* y);
+                        const T* x, int32_t* y, Context* ctx);
   template <typename T>
   static void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                      const T* x, T* y);
+                      const T* x, T* y, Context* ctx);
 
-  // Row-major C = alpha * op(A) op(B) + beta * C.
+  // Row-major C = alpha * op(A) op(B) + beta * C. T is float, int32_t or
+  // Half (float32 accumulation).
   template <typename T>
   static void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const T* a, int64_t lda, const T* b,
-                   int64_t ldb, float beta, T* c, int64_t ldc);
+                   int64_t ldb, float beta, T* c, int64_t ldc, Context* ctx);
+  // batch GEMMs with operand i at a + i * stride_a (and so on).
+  template <typename T>
+  static void GemmBatched(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                          int64_t k, float alpha, const T* a, int64_t lda,
+                          int64_t stride_a, const T* b, int64_t ldb,
+                          int64_t stride_b, float beta, T* c, int64_t ldc,
+                          int64_t stride_c, int64_t batch, Context* ctx);
 
   template <typename T>
   static void Gaussian(int64_t n, float mean, float std, T* y, Context* ctx);
@@ -168,6 +253,18 @@ struct Math {
   static void Uniform(int64_t n, float low, float high, T* y, Context* ctx);
   template <typename T>
   static void Bernoulli(int64_t n, float p, T* y, Context* ctx);
+
+  // y (outer, m, inner) gets the rows idx[0..m) of x (outer, n, inner);
+  // negative positions count from the end, all are in range. T only sets
+  // the element size (uint16_t or uint32_t): rows are copied as they are.
+  template <typename T>
+  static void IndexSelect(int64_t outer, int64_t n, int64_t inner, const T* x,
+                          const int32_t* idx, int64_t m, T* y, Context* ctx);
+  // dst (outer, n, inner) rows idx[i] += src (outer, m, inner) rows i;
+  // repeated positions add up.
+  template <typename T>
+  static void IndexAdd(int64_t outer, int64_t n, int64_t inner, const T* src,
+                       const int32_t* idx, int64_t m, T* dst, Context* ctx);
 };
 
 }  // namespace singa

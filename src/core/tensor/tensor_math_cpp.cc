@@ -2,8 +2,11 @@
 // the copy compiled for the CPU's ISA family (tensor_math_cpp.h, built per
 // family from tensor_math_cpp_isa.cc; cpu_isa.h picks the family). GEMM goes
 // to BLAS, which picks its own kernels, and the random fills stay here.
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <type_traits>
+#include <vector>
 
 #include "singa/core/blas.h"
 #include "singa/core/cpu_isa.h"
@@ -42,56 +45,68 @@ SINGA_ISA_DECLARE(
 
 using CppMath = Math<lang::Cpp>;
 
+// The per-ISA kernels run on the calling thread and need nothing from the
+// Context, so the dispatchers drop it.
 template <>
 template <typename Op, typename T>
-void CppMath::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
+void CppMath::Unary(const ElemSpace& sp, const T* x, T* y, Op op, Context*) {
   SINGA_ISA_DISPATCH(Unary<Op, T>(sp, x, y, op));
 }
 
 template <>
 template <typename Op, typename T>
-void CppMath::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
-                     Op op) {
+void CppMath::Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op,
+                     Context*) {
   SINGA_ISA_DISPATCH(Binary<Op, T>(sp, a, b, y, op));
+}
+
+template <>
+template <typename Op, typename T>
+void CppMath::BinaryScalar(const ElemSpace& sp, const T* a, T s,
+                           bool scalar_first, T* y, Op op, Context* ctx) {
+  if (scalar_first)
+    Binary(sp, &s, a, y, op, ctx);
+  else
+    Binary(sp, a, &s, y, op, ctx);
 }
 
 template <>
 template <typename T>
 void CppMath::Where(const ElemSpace& sp, const T* cond, const T* a,
-                    const T* b, T* y) {
+                    const T* b, T* y, Context*) {
   SINGA_ISA_DISPATCH(Where<T>(sp, cond, a, b, y));
 }
 
 template <>
 template <typename TI, typename TO>
-void CppMath::Cast(const ElemSpace& sp, const TI* x, TO* y) {
+void CppMath::Cast(const ElemSpace& sp, const TI* x, TO* y, Context*) {
   SINGA_ISA_DISPATCH(Cast<TI, TO>(sp, x, y));
 }
 
 template <>
 template <typename T>
-void CppMath::Fill(const ElemSpace& sp, T value, T* y) {
+void CppMath::Fill(const ElemSpace& sp, T value, T* y, Context*) {
   SINGA_ISA_DISPATCH(Fill<T>(sp, value, y));
 }
 
 template <>
 template <typename T>
 void CppMath::Reduce(ReduceKind kind, int64_t outer, int64_t n, int64_t inner,
-                     const T* x, T* y) {
+                     const T* x, T* y, Context*) {
   SINGA_ISA_DISPATCH(Reduce<T>(kind, outer, n, inner, x, y));
 }
 
 template <>
 template <typename T>
 void CppMath::ArgReduce(bool is_max, int64_t outer, int64_t n, int64_t inner,
-                        const T* x, int32_t* y) {
+                        const T* x, int32_t* y, Context*) {
   SINGA_ISA_DISPATCH(ArgReduce<T>(is_max, outer, n, inner, x, y));
 }
 
 template <>
 template <typename T>
 void CppMath::Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                      const T* x, T* y) {
+                      const T* x, T* y, Context*) {
   SINGA_ISA_DISPATCH(Softmax<T>(log, outer, n, inner, x, y));
 }
 
@@ -99,13 +114,34 @@ template <>
 template <typename T>
 void CppMath::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const T* a, int64_t lda,
-                   const T* b, int64_t ldb, float beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same<T, float>::value) {
+                   const T* b, int64_t ldb, float beta, T* c, int64_t ldc,
+                   Context*) {
+  if constexpr (std::is_same<T, Half>::value) {
+    // float16 is computed in float32: the operands are converted, and the
+    // result is rounded once.
+    const int64_t ar = trans_a ? k : m, ac = trans_a ? m : k;
+    const int64_t br = trans_b ? n : k, bc = trans_b ? k : n;
+    std::vector<float> fa(ar * ac), fb(br * bc), fc(m * n, 0.f);
+    for (int64_t i = 0; i < ar; ++i)
+      for (int64_t j = 0; j < ac; ++j) fa[i * ac + j] = HalfToFloat(a[i * lda + j].bits);
+    for (int64_t i = 0; i < br; ++i)
+      for (int64_t j = 0; j < bc; ++j) fb[i * bc + j] = HalfToFloat(b[i * ldb + j].bits);
+    if (beta != 0.f)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) fc[i * n + j] = HalfToFloat(c[i * ldc + j].bits);
+    Gemm<float>(trans_a, trans_b, m, n, k, alpha, fa.data(), std::max<int64_t>(ac, 1),
+                fb.data(), std::max<int64_t>(bc, 1), beta, fc.data(), std::max<int64_t>(n, 1),
+                nullptr);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = Half{FloatToHalf(fc[i * n + j])};
+  } else if constexpr (std::is_same<T, float>::value) {
     UseOpenMPForBlas();
     SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
                             a, lda, b, ldb, beta, c, ldc);
   } else {
+    // Integer GEMM wraps modulo 2^32 like the element-wise int32 ops; the
+    // float scale factors saturate when converted.
 #ifdef _OPENMP
     const int nth = m * n * k >= (1 << 15) ? omp_get_max_threads() : 1;
 #endif
@@ -113,14 +149,29 @@ void CppMath::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
     for (int64_t i = 0; i < m; ++i) {
       T* ci = c + i * ldc;
       for (int64_t j = 0; j < n; ++j)
-        ci[j] = beta == 0.f ? T(0) : static_cast<T>(beta * ci[j]);
+        ci[j] = beta == 0.f ? T(0) : op::ToElem<T>(beta * static_cast<float>(ci[j]));
       for (int64_t p = 0; p < k; ++p) {
-        const T av = static_cast<T>(alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]));
+        const T av = op::ToElem<T>(alpha * static_cast<float>(trans_a ? a[p * lda + i]
+                                                                     : a[i * lda + p]));
         for (int64_t j = 0; j < n; ++j)
-          ci[j] += av * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+          ci[j] = op::ToElem<T>(static_cast<int64_t>(ci[j]) +
+                                static_cast<int64_t>(av) *
+                                    (trans_b ? b[j * ldb + p] : b[p * ldb + j]));
       }
     }
   }
+}
+
+template <>
+template <typename T>
+void CppMath::GemmBatched(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                          int64_t k, float alpha, const T* a, int64_t lda,
+                          int64_t stride_a, const T* b, int64_t ldb,
+                          int64_t stride_b, float beta, T* c, int64_t ldc,
+                          int64_t stride_c, int64_t batch, Context* ctx) {
+  for (int64_t i = 0; i < batch; ++i)
+    Gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+         c + i * stride_c, ldc, ctx);
 }
 
 template <>
@@ -147,31 +198,81 @@ void CppMath::Bernoulli(int64_t n, float p, T* y, Context* ctx) {
     y[i] = static_cast<T>(dist(ctx->random_generator) ? 1 : 0);
 }
 
+template <>
+template <typename T>
+void CppMath::IndexSelect(int64_t outer, int64_t n, int64_t inner, const T* x,
+                          const int32_t* idx, int64_t m, T* y, Context*) {
+  const size_t row = static_cast<size_t>(inner) * sizeof(T);
+#pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = idx[i] < 0 ? idx[i] + n : idx[i];
+      std::memcpy(y + (o * m + i) * inner, x + (o * n + p) * inner, row);
+    }
+}
+
+template <>
+template <typename T>
+void CppMath::IndexAdd(int64_t outer, int64_t n, int64_t inner, const T* src,
+                       const int32_t* idx, int64_t m, T* dst, Context*) {
+  // Positions may repeat, so each thread owns whole outer slices.
+#pragma omp parallel for if (outer > 1 && outer * m * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = idx[i] < 0 ? idx[i] + n : idx[i];
+      T* dr = dst + (o * n + p) * inner;
+      const T* sr = src + (o * m + i) * inner;
+      // int32 sums wrap (ToElem) instead of overflowing.
+      for (int64_t j = 0; j < inner; ++j)
+        dr[j] = op::ToElem<T>(static_cast<typename op::EvalType<T>::type>(dr[j]) + sr[j]);
+    }
+}
+
 #define SINGA_CPU_UNARY(Op, T) \
-  template void CppMath::Unary<Op, T>(const ElemSpace&, const T*, T*, Op);
-#define SINGA_CPU_BINARY(Op, T)                                            \
-  template void CppMath::Binary<Op, T>(const ElemSpace&, const T*, const T*, \
-                                       T*, Op);
+  template void CppMath::Unary<Op, T>(const ElemSpace&, const T*, T*, Op, Context*);
+#define SINGA_CPU_BINARY(Op, T)                                                          \
+  template void CppMath::Binary<Op, T>(const ElemSpace&, const T*, const T*, T*, Op,     \
+                                       Context*);                                        \
+  template void CppMath::BinaryScalar<Op, T>(const ElemSpace&, const T*, T, bool, T*, Op, \
+                                             Context*);
 #define SINGA_CPU_CAST(TI, TO) \
-  template void CppMath::Cast<TI, TO>(const ElemSpace&, const TI*, TO*);
+  template void CppMath::Cast<TI, TO>(const ElemSpace&, const TI*, TO*, Context*);
 #define SINGA_CPU_FILL(T) \
-  template void CppMath::Fill<T>(const ElemSpace&, T, T*);
-#define SINGA_CPU_TYPED(T)                                                    \
-  template void CppMath::Where<T>(const ElemSpace&, const T*, const T*,       \
-                                  const T*, T*);                              \
-  template void CppMath::Reduce<T>(ReduceKind, int64_t, int64_t, int64_t,     \
-                                   const T*, T*);                             \
-  template void CppMath::ArgReduce<T>(bool, int64_t, int64_t, int64_t,        \
-                                      const T*, int32_t*);                    \
-  template void CppMath::Gemm<T>(bool, bool, int64_t, int64_t, int64_t, float, \
-                                 const T*, int64_t, const T*, int64_t, float,  \
-                                 T*, int64_t);                                 \
-  template void CppMath::Gaussian<T>(int64_t, float, float, T*, Context*);    \
-  template void CppMath::Uniform<T>(int64_t, float, float, T*, Context*);     \
-  template void CppMath::Bernoulli<T>(int64_t, float, T*, Context*);
-#define SINGA_CPU_SOFTMAX(T)                                            \
-  template void CppMath::Softmax<T>(bool, int64_t, int64_t, int64_t,   \
-                                    const T*, T*);
+  template void CppMath::Fill<T>(const ElemSpace&, T, T*, Context*);
+#define SINGA_CPU_TYPED(T)                                                                \
+  template void CppMath::Where<T>(const ElemSpace&, const T*, const T*, const T*, T*,     \
+                                  Context*);                                              \
+  template void CppMath::Reduce<T>(ReduceKind, int64_t, int64_t, int64_t, const T*, T*,   \
+                                   Context*);                                             \
+  template void CppMath::ArgReduce<T>(bool, int64_t, int64_t, int64_t, const T*,          \
+                                      int32_t*, Context*);                                \
+  template void CppMath::Gemm<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*,  \
+                                 int64_t, const T*, int64_t, float, T*, int64_t,          \
+                                 Context*);                                               \
+  template void CppMath::GemmBatched<T>(bool, bool, int64_t, int64_t, int64_t, float,     \
+                                        const T*, int64_t, int64_t, const T*, int64_t,    \
+                                        int64_t, float, T*, int64_t, int64_t, int64_t,    \
+                                        Context*);                                        \
+  template void CppMath::Gaussian<T>(int64_t, float, float, T*, Context*);                \
+  template void CppMath::Uniform<T>(int64_t, float, float, T*, Context*);                 \
+  template void CppMath::Bernoulli<T>(int64_t, float, T*, Context*);                      \
+  template void CppMath::IndexAdd<T>(int64_t, int64_t, int64_t, const T*, const int32_t*, \
+                                     int64_t, T*, Context*);
+#define SINGA_CPU_SOFTMAX(T)                                                        \
+  template void CppMath::Softmax<T>(bool, int64_t, int64_t, int64_t, const T*, T*, \
+                                    Context*);
 #include "tensor_math_cpp_list.h"
+
+template void CppMath::Gemm<Half>(bool, bool, int64_t, int64_t, int64_t, float, const Half*,
+                                  int64_t, const Half*, int64_t, float, Half*, int64_t,
+                                  Context*);
+template void CppMath::GemmBatched<Half>(bool, bool, int64_t, int64_t, int64_t, float,
+                                         const Half*, int64_t, int64_t, const Half*, int64_t,
+                                         int64_t, float, Half*, int64_t, int64_t, int64_t,
+                                         Context*);
+template void CppMath::IndexSelect<uint16_t>(int64_t, int64_t, int64_t, const uint16_t*,
+                                             const int32_t*, int64_t, uint16_t*, Context*);
+template void CppMath::IndexSelect<uint32_t>(int64_t, int64_t, int64_t, const uint32_t*,
+                                             const int32_t*, int64_t, uint32_t*, Context*);
 
 }  // namespace singa

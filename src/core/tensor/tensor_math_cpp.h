@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+// Streaming stores use AVX-512 intrinsics in the AVX-512 copy; every
+// other copy takes the portable loop in WriteRun.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -171,10 +173,6 @@ inline float Convert<float, Half>(Half x) {
   return HalfToFloat(x.bits);
 }
 template <>
-inline int32_t Convert<int32_t, Half>(Half x) {
-  return static_cast<int32_t>(HalfToFloat(x.bits));
-}
-template <>
 inline Half Convert<Half, float>(float x) {
   return Half{FloatToHalf(x)};
 }
@@ -189,10 +187,11 @@ inline Half Convert<Half, Half>(Half x) {
 // Float to int saturates (NaN to 0) instead of invoking undefined behaviour.
 template <>
 inline int32_t Convert<int32_t, float>(float x) {
-  if (!(x == x)) return 0;
-  if (x >= 2147483647.0f) return std::numeric_limits<int32_t>::max();
-  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
-  return static_cast<int32_t>(x);
+  return op::ToElem<int32_t>(x);
+}
+template <>
+inline int32_t Convert<int32_t, Half>(Half x) {
+  return op::ToElem<int32_t>(HalfToFloat(x.bits));
 }
 
 // out[i * ldo + j] = in[j * ldi + i] for an 8 x 8 block of 4-byte values, as
@@ -302,17 +301,36 @@ void Fill(const ElemSpace& sp, T value, T* y) {
 template <typename T>
 struct SumR {
   static T Init() { return T(0); }
-  static T Combine(T a, T b) { return a + b; }
+  // int32 sums wrap modulo 2^32 (signed overflow would be undefined).
+  static T Combine(T a, T b) {
+    if constexpr (std::is_integral<T>::value)
+      return static_cast<T>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+    else
+      return a + b;
+  }
 };
+// The identities are -inf / +inf for floats, so that the maximum of
+// values that are all -inf is -inf (as in NumPy and on the GPU).
+template <typename T>
+constexpr T Lowest() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+template <typename T>
+constexpr T Highest() {
+  return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::max();
+}
+
 template <typename T>
 struct MaxR {
-  static T Init() { return std::numeric_limits<T>::lowest(); }
+  static T Init() { return Lowest<T>(); }
   // NaN wins, as in NumPy.
   static T Combine(T a, T b) { return (b > a || b != b) ? b : a; }
 };
 template <typename T>
 struct MinR {
-  static T Init() { return std::numeric_limits<T>::max(); }
+  static T Init() { return Highest<T>(); }
   static T Combine(T a, T b) { return (b < a || b != b) ? b : a; }
 };
 
