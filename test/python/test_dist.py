@@ -386,8 +386,12 @@ def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
 @needs_mpi
 def test_example_sparse_topk_with_correction_reaches_95_percent():
     pytest.importorskip("sklearn")
+    # After 6 epochs the test accuracy still swings between 0.94 and 0.96
+    # from epoch to epoch, so a change in float rounding (another kernel's
+    # summation order) decides the outcome; by 8 it is above 0.96 for seeds
+    # 0-3.
     proc, _ = mpirun([os.path.join(ROOT, "examples", "dist", "train_cnn.py"), "digits",
-                      "--dist-option", "sparseTopK", "--spars", "0.05", "--epochs", "6",
+                      "--dist-option", "sparseTopK", "--spars", "0.05", "--epochs", "8",
                       "--threads", "1"], timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     acc = float(proc.stdout.rsplit("test accuracy ", 1)[1].split(",")[0])
