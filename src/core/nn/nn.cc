@@ -270,7 +270,9 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   ac.device()->Sync();
   const int32_t* am = ac.data<int32_t>();
   const int64_t plane = int64_t(p.h) * p.w;
-  for (size_t i = 0; i < ac.Size(); ++i)
+  // Size() multiplies out the shape on every call: take it once.
+  const size_t count = ac.Size();
+  for (size_t i = 0; i < count; ++i)
     SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
                 " is outside an input plane of ", p.h, "x", p.w, " elements");
   Tensor dx(x_shape, dy.device());

@@ -362,7 +362,7 @@ Tensor CheckedIndices(const char* op, const Tensor& idx, size_t n, const Shape& 
     p = host.data();
   }
   const int64_t len = static_cast<int64_t>(n);
-  for (size_t i = 0; i < ic.Size(); ++i)
+  for (size_t i = 0; i < host.size(); ++i)
     SINGA_CHECK(p[i] >= -len && p[i] < len, IndexError, op, ": index ", p[i],
                 " is out of range for axis ", axis, " of shape ", shape);
   return ic;
