@@ -97,6 +97,23 @@ eltwise_mult = mul  # noqa: F821  (SINGA's name)
 __all__.append("eltwise_mult")
 
 
+def _t_x(fn):
+    """fn under SINGA's parameter names for tensor.lt and tensor.pow: (t, x),
+    with the result written into out when given."""
+    def named(t, x, out=None):
+        return fn(t, x, out=out)
+    named.__name__ = named.__qualname__ = fn.__name__
+    named.__doc__ = fn.__doc__
+    return named
+
+
+# SINGA's comparisons and pow name their operands (t, x); the row
+# functions' (lhs, rhs) stay under singa's own names (less, greater, ...).
+for _name in ("lt", "le", "gt", "ge", "eq", "pow"):
+    globals()[_name] = _t_x(globals()[_name])
+del _name
+
+
 @_export
 def clip(t, min=None, max=None):
     """Limits values to [min, max]; either bound may be None."""
