@@ -31,6 +31,7 @@ class Entry(NamedTuple):
     kind: str              # "name", "class", "function", "method"
     decorator: str = ""    # classmethod / staticmethod / deprecated, for methods
     section: str = ""      # the .i file, for singa_wrap
+    base: str = ""         # a class's base class, as written
 
 
 _DECORATOR = re.compile(r"^@(\w+)(?:\((?:reason=)?'[^']*'\))?\s+")
@@ -81,8 +82,8 @@ def parse_api(text):
                 cls = body
             continue
         if prefix == "class ":
-            cls = body.split("(")[0]
-            entries.append(Entry(module, None, cls, None, "class"))
+            cls, _, base = body.rstrip(")").partition("(")
+            entries.append(Entry(module, None, cls, None, "class", base=base))
             continue
         body, decorators = _strip_decorators(body)
         call = _CALL.match(body)
@@ -385,6 +386,45 @@ def test_parameters_match(module):
             continue            # reported by test_every_name_exists
         for p in signature_problems(e, obj):
             problems.append(f"{_label(e)}: {p}")
+    assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems)
+
+
+def _base_class(e):
+    """The class e's base names in singa (None for SINGA's `object`)."""
+    if e.base in ("", "object"):
+        return None
+    if e.base in ("dict", "type"):
+        return {"dict": dict, "type": type}[e.base]
+    if e.base in ("Backend", "BackendRep"):
+        import onnx.backend.base
+        return getattr(onnx.backend.base, e.base)
+    owner, _, name = e.base.rpartition(".")
+    return getattr(_module(owner or e.module), name)
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "singa_wrap"])
+def test_classes_and_decorators_match(module):
+    """Classes derive from SINGA's base classes (a SINGA user's subclass of
+    autograd.Operator or layer.Layer, and isinstance checks, rely on it), and
+    SINGA's classmethods and staticmethods can be called on the class."""
+    problems = []
+    for e in ENTRIES:
+        if e.module != module:
+            continue
+        try:
+            obj = _lookup(e)
+        except AttributeError:
+            continue
+        if e.kind == "class":
+            base = _base_class(e)
+            if not inspect.isclass(obj):
+                problems.append(f"{_label(e)} is not a class")
+            elif base is not None and not issubclass(obj, base):
+                problems.append(f"{_label(e)} does not derive from {e.base}")
+        elif e.decorator in ("classmethod", "staticmethod"):
+            static = inspect.getattr_static(getattr(_module(module), e.cls), e.name)
+            if not isinstance(static, (classmethod, staticmethod)):
+                problems.append(f"{_label(e)} is not a {e.decorator}")
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems)
 
 
