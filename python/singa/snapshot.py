@@ -148,8 +148,9 @@ class Snapshot:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
             raise TypeError(f"Snapshot: buffer_size must be an int (MB), got "
                             f"{type(buffer_size).__name__}")
-        if not 1 <= buffer_size <= 1 << 14:
-            raise ValueError(f"Snapshot: buffer_size must be 1 to 16384 MB, got {buffer_size}")
+        if not 1 <= buffer_size <= 1024:
+            # Python allocates the whole write buffer up front
+            raise ValueError(f"Snapshot: buffer_size must be 1 to 1024 MB, got {buffer_size}")
         self.bin_path, self.desc_path = _paths(f, "Snapshot")
         self._names = set()
         self._writer = None

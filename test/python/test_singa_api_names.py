@@ -195,7 +195,8 @@ def _lookup(e):
         # SINGA's .i files list a class's methods and then free functions
         # without a closing marker: a name is found on the class or the module.
         obj = inspect.getattr_static(owner, e.name, None)
-        if obj is not None and not (e.name.startswith("__") and obj is getattr(object, e.name, None)):
+        inherited = e.name.startswith("__") and obj is getattr(object, e.name, None)
+        if obj is not None and not inherited:
             return getattr(owner, e.name)
         return getattr(mod, e.name)
     return getattr(owner, e.name)

@@ -169,8 +169,9 @@ def test_misuse_raises_typed_errors(tmp_path):
         Snapshot(prefix, "w")
     with pytest.raises(TypeError, match="buffer_size"):
         Snapshot(prefix, True, buffer_size=1.5)
-    with pytest.raises(ValueError, match="buffer_size"):
-        Snapshot(prefix, True, buffer_size=0)
+    for bad in (0, 1025):
+        with pytest.raises(ValueError, match="buffer_size must be 1 to 1024 MB"):
+            Snapshot(prefix, True, buffer_size=bad)
     with pytest.raises(TypeError, match="prefix"):
         Snapshot(3, True)
     sn = Snapshot(prefix, True)
