@@ -243,3 +243,20 @@ def test_forged_sizes_are_refused_before_allocating(tmp_path):
     with pytest.raises(SnapshotError, match="record 0's name needs 2147483648 bytes"):
         write_bin(tmp_path, name).read()
     assert issubclass(SnapshotError, ValueError) and snapshot.SnapshotError is SnapshotError
+
+
+def test_a_models_parameters_through_a_snapshot(tmp_path, rng):
+    # SINGA's pattern: write get_params() one by one, read them into a new
+    # model of the same structure with set_params; both then compute alike
+    from singa import layer
+    x = tensor.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))
+    a, b = layer.Linear(3), layer.Linear(3)
+    a(x), b(x)
+    sn = Snapshot(str(tmp_path / "lin"), True)
+    for name, p in a.get_params().items():
+        sn.write(name, p)
+    del sn
+    b.set_params(Snapshot(str(tmp_path / "lin"), False).read())
+    pa = {k: tensor.to_numpy(v) for k, v in a.get_params().items()}
+    want = tensor.to_numpy(x) @ pa["W"] + pa["b"]
+    np.testing.assert_allclose(tensor.to_numpy(b(x)), want, rtol=1e-5, atol=1e-6)
