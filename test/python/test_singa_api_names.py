@@ -15,6 +15,7 @@ import pathlib
 import re
 from typing import NamedTuple, Optional
 
+import numpy as np
 import pytest
 
 import singa
@@ -472,3 +473,29 @@ def test_signature_check_finds_differences():
             pass
     assert signature_problems(kw, SGD.__init__) == ["dtype: default None, SINGA's is "
                                                     "tensor.float32"]
+
+
+def test_renamed_parameters_work_as_keywords(rng):
+    # the parameters this check made singa rename, called by SINGA's names
+    from singa import device, tensor
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.uniform(0.5, 2, (2, 3)).astype(np.float32)
+    ta, tb = tensor.from_numpy(a), tensor.from_numpy(b)
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.from_raw_tensor(t=ta.data)), a)
+    assert [tensor.to_numpy(t).shape for t in tensor.from_raw_tensors(tt=[ta.data])] == [(2, 3)]
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.reshape(tensor=ta, shape=(3, 2))),
+                                  a.reshape(3, 2))
+    np.testing.assert_array_equal(tensor.to_numpy(tensor.contiguous(tensor=ta.T())), a.T)
+    for name, ref in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal)):
+        got = tensor.to_numpy(getattr(tensor, name)(t=ta, x=0.25))
+        np.testing.assert_array_equal(got, ref(a, np.float32(0.25)).astype(np.float32), name)
+    out = tensor.from_numpy(np.zeros((2, 3), np.float32))
+    assert tensor.pow(t=tb, x=ta, out=out) is out
+    np.testing.assert_allclose(tensor.to_numpy(out), b ** a, rtol=1e-5)
+    assert tensor.to_numpy(ta.__getitem__(keys=(0, slice(1, 3)))).shape == (1, 2)
+    if device.get_num_gpus() == 0:
+        with pytest.raises(RuntimeError):
+            device.get_gpu_mem_size(id=0)
+        with pytest.raises(RuntimeError):
+            device.device_query(id=0)
