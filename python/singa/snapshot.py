@@ -49,7 +49,7 @@ _U64 = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _END_MARK = 0xFFFFFFFF
 _END = struct.Struct("<IQ")
-_MAX_RANK = 32
+_MAX_RANK = 64      # NumPy's limit
 
 _CODES = {tensor.float32: _cw.kFloat32, tensor.float16: _cw.kFloat16, tensor.int32: _cw.kInt}
 _NUMPY = {_cw.kFloat32: np.dtype("<f4"), _cw.kFloat16: np.dtype("<f2"),
@@ -101,7 +101,7 @@ class _Writer:
         raw = name.encode("utf-8")
         head = _NAME_LEN.pack(len(raw)) + raw + _KIND.pack(code, arr.ndim) + \
             b"".join(_U64.pack(d) for d in arr.shape) + _U64.pack(arr.nbytes)
-        data = arr.tobytes(order="C")
+        data = arr.reshape(-1).view(np.uint8)        # the bytes, without a copy
         crc = zlib.crc32(data, zlib.crc32(head))
         self.file.write(head)
         self.file.write(data)
@@ -175,6 +175,9 @@ class Snapshot:
         if not isinstance(param_val, tensor.Tensor):
             raise TypeError(f"Snapshot.write: param_val for {param_name!r} must be a singa "
                             f"Tensor, got {type(param_val).__name__}")
+        if len(param_name.encode("utf-8")) >= _END_MARK:
+            raise ValueError(f"Snapshot.write: a name of {len(param_name)} characters is too "
+                             "long")
         if param_name in self._names:
             raise ValueError(f"Snapshot.write: {param_name!r} is already in the snapshot")
         code = _CODES.get(param_val.dtype)
