@@ -385,7 +385,7 @@ void Communicator::SparseOne(Tensor& flat, Tensor* acc, float spars, bool topK,
     size_t temp_bytes = 0;
     SINGA_CUDA_CHECK(cub::DeviceRadixSort::SortKeysDescending(
         nullptr, temp_bytes, mag.data<float>(), sorted.mutable_data<float>(), n, 0, 32, s));
-    Tensor temp = im.Scratch(temp_bytes, kInt);  // ints: 4x the bytes asked, harmless
+    Tensor temp = im.Scratch((temp_bytes + sizeof(int) - 1) / sizeof(int), kInt);
     SINGA_CUDA_CHECK(cub::DeviceRadixSort::SortKeysDescending(
         temp.mutable_raw_data(), temp_bytes, mag.data<float>(), sorted.mutable_data<float>(), n,
         0, 32, s));
