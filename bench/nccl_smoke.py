@@ -2,6 +2,7 @@
 
     python bench/nccl_smoke.py          # bootstrapped from an NcclIdHolder
     mpiexec -n 1 python bench/nccl_smoke.py --mpi   # bootstrapped over MPI
+    python bench/nccl_smoke.py --gpus 2 # two ranks (multiprocessing), two GPUs
 
 Needs a CUDA build with NCCL (singa_wrap.USE_DIST) and one GPU. With one
 rank every all-reduce returns its input, so the checks are exact: the
@@ -9,6 +10,9 @@ collectives against NumPy (float32, int32, float16 rounding, fused buffers,
 top-K and threshold sparsification with their residuals), then one DistOpt
 step on GPU against the same step of the plain optimizer on the CPU. Exits
 non-zero (an AssertionError) on any mismatch; prints one line per check.
+With --gpus N, N processes started with multiprocessing (SINGA's form)
+sum rank-dependent tensors and train one step on their shards of a batch,
+against NumPy and one CPU process on the whole batch.
 """
 
 import sys
@@ -95,9 +99,80 @@ def one_step(dev, method, make_dist, tol, **kw):
     check(f"DistOpt.{method} on GPU", result[0], result[1], tol)
 
 
+def rank_main(rank, world, id_bytes, queue):
+    """One of --gpus N ranks: what it computed goes back through queue."""
+    try:
+        dev = device.create_cuda_gpu_on(rank)
+        sgd = opt.DistOpt(opt.SGD(lr=0.1, momentum=0.9),
+                          nccl_id=singa_wrap.NcclIdHolder(id_bytes), local_rank=rank,
+                          world_size=world)
+        t = tensor.from_numpy(np.arange(10, dtype=np.float32) * (rank + 1), dev)
+        sgd.all_reduce(t)
+        g = np.random.default_rng(rank).standard_normal(500).astype(np.float32)
+        s = tensor.from_numpy(g, dev)
+        sgd.sparsification(s, None, 0.1, True)
+        x, y, w0 = shards()
+        w = tensor.from_numpy(w0, dev)
+        w.requires_grad, w.stores_grad = True, True
+        autograd.training = True
+        n = len(x) // world
+        xs, ys = x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
+        loss = autograd.mse_loss(autograd.matmul(tensor.from_numpy(xs, dev), w),
+                                 tensor.from_numpy(ys, dev))
+        sgd(loss)
+        queue.put((rank, tensor.to_numpy(t), tensor.to_numpy(s), tensor.to_numpy(w), None))
+    except Exception as e:   # the parent reports it
+        queue.put((rank, None, None, None, f"{type(e).__name__}: {e}"))
+
+
+def shards():
+    r = np.random.default_rng(1)
+    return (r.standard_normal((16, 8)).astype(np.float32),
+            r.standard_normal((16, 4)).astype(np.float32),
+            r.standard_normal((8, 4)).astype(np.float32))
+
+
+def several(world):
+    import multiprocessing as mp
+    assert device.get_num_gpus() >= world, f"--gpus {world}: {device.get_num_gpus()} GPUs"
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    id_bytes = singa_wrap.NcclIdHolder().to_bytes()
+    procs = [ctx.Process(target=rank_main, args=(r, world, id_bytes, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    got = sorted(queue.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join(60)
+    for r, _, _, _, err in got:
+        assert err is None, f"rank {r}: {err}"
+    summed = sum(np.arange(10, dtype=np.float32) * (r + 1) for r in range(world))
+    sparse = np.zeros(500, np.float32)
+    for r in range(world):
+        g = np.random.default_rng(r).standard_normal(500).astype(np.float32)
+        top = np.argsort(-np.abs(g))[:50]
+        sparse[top] += g[top]
+    x, y, w0 = shards()
+    w = tensor.from_numpy(w0)
+    w.requires_grad, w.stores_grad = True, True
+    autograd.training = True
+    opt.SGD(lr=0.1, momentum=0.9)(autograd.mse_loss(
+        autograd.matmul(tensor.from_numpy(x), w), tensor.from_numpy(y)))
+    for r, t, s, wr, _ in got:
+        check(f"rank {r}: all_reduce of {world} ranks", t, summed)
+        check(f"rank {r}: top-K sparsification of {world} ranks", s, sparse, 1e-6)
+        check(f"rank {r}: DistOpt step on its shard = one process on the batch", wr,
+              tensor.to_numpy(w), 1e-5)
+    print(f"NCCL smoke test passed ({world} ranks, multiprocessing)")
+
+
 def main():
     assert singa_wrap.USE_DIST, "this build has no NCCL communicator (USE_DIST is 0)"
     assert device.get_num_gpus() > 0, "no GPU visible"
+    if "--gpus" in sys.argv:
+        several(int(sys.argv[sys.argv.index("--gpus") + 1]))
+        return
     use_mpi = "--mpi" in sys.argv
     dev = device.create_cuda_gpu_on(0)
     if use_mpi:

@@ -105,3 +105,12 @@ def test_nccl_smoke_one_rank_bootstrapped_over_mpi():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(MPI bootstrap)" in proc.stdout
+
+
+@pytest.mark.skipif(not HAS_DIST or device.get_num_gpus() < 2,
+                    reason="needs two GPUs and a CUDA build with NCCL")
+def test_nccl_two_ranks_with_multiprocessing():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "nccl_smoke.py"),
+                           "--gpus", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(2 ranks, multiprocessing)" in proc.stdout
