@@ -5,7 +5,8 @@
 # ON insists (and fails saying what is missing), OFF skips it. NCCL comes
 # from the nvidia-nccl-cu13 wheel of the building Python
 # (site-packages/nvidia/nccl, the "cuda" extra installs it) or, failing
-# that, from the system (nccl.h and libnccl.so on the default paths).
+# that, from the system (nccl.h and libnccl.so on the default paths); the
+# wheel comes first, so that header and library match.
 #
 # Defines: USE_DIST (ON/OFF), the object library singa_dist (singa_core
 # links it, which adds the USE_DIST define), and appends to
@@ -49,8 +50,8 @@ if(NOT _singa_dist_want STREQUAL "OFF")
       list(APPEND _nccl_lib "${_r}/lib")
     endforeach()
   endif()
-  find_path(SINGA_NCCL_INCLUDE_DIR nccl.h PATHS ${_nccl_inc})
-  find_library(SINGA_NCCL_LIB NAMES libnccl.so.2 nccl PATHS ${_nccl_lib})
+  find_path(SINGA_NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_inc})
+  find_library(SINGA_NCCL_LIB NAMES libnccl.so.2 nccl HINTS ${_nccl_lib})
   if(NOT SINGA_NCCL_INCLUDE_DIR OR NOT SINGA_NCCL_LIB)
     _singa_dist_missing("NCCL not found: pip install nvidia-nccl-cu13 (the \"cuda\" extra) into ${Python_EXECUTABLE}'s environment")
   endif()
