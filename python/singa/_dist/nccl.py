@@ -130,6 +130,7 @@ class DeviceRouter:
     def __init__(self, mpi):
         self.mpi = mpi
         self.nccl = None
+        self.comm, self.buff_size = mpi.comm, mpi.buff_size   # as MpiCommunicator has
         self.world_size, self.global_rank = mpi.world_size, mpi.global_rank
         self.local_rank, self.local_size = mpi.local_rank, mpi.local_size
 
@@ -143,7 +144,7 @@ class DeviceRouter:
             holder = _cw.NcclIdHolder() if self.global_rank == 0 else None
             data = self.mpi.comm.bcast(holder.to_bytes() if holder else None, root=0)
             self.nccl = NcclCommunicator(self.global_rank, self.world_size,
-                                         _cw.NcclIdHolder(data), self.mpi.buff_size,
+                                         _cw.NcclIdHolder(data), self.buff_size,
                                          device_id=ct.device().id(),
                                          local_rank=self.local_rank, local_size=self.local_size)
         return self.nccl
