@@ -105,3 +105,12 @@ def test_nccl_two_ranks_with_multiprocessing():
                            "--gpus", "2"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(2 ranks, multiprocessing)" in proc.stdout
+
+
+def test_router_sends_host_tensors_over_mpi():
+    pytest.importorskip("mpi4py")
+    import test_dist
+    proc, _ = test_dist.mpirun([os.path.join(ROOT, "test", "python", "nccl_router_worker.py")],
+                               timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "router ok on 2 ranks" in proc.stdout
