@@ -114,3 +114,14 @@ def test_router_sends_host_tensors_over_mpi():
                                timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "router ok on 2 ranks" in proc.stdout
+
+
+def test_missing_nccl_message_names_the_build_and_the_fix(monkeypatch):
+    from singa._dist import nccl
+    monkeypatch.setattr(singa_wrap, "USE_DIST", 0)
+    assert not nccl.has_nccl()
+    where = "has CUDA but" if HAS_CUDA else "has no CUDA backend and"
+    with pytest.raises(RuntimeError, match=rf"all_reduce of a tensor on cuda:0 needs singa's "
+                       rf"NCCL communicator, and this singa build {where} no NCCL "
+                       rf"\(singa_wrap.USE_DIST is 0\); rebuild .*nvidia-nccl-cu13"):
+        nccl.require_nccl("all_reduce of a tensor on cuda:0")
