@@ -191,6 +191,7 @@ SINGA_INT_ARG(int64_t, INT64_MIN, INT64_MAX)
 %include "core_nn.i"
 %include "model_operation.i"
 %include "host_buffer.i"
+%include "dist_communicator.i"
 
 // After every class above: their Python types exist by now (see
 // SingaBuiltinAlloc).
