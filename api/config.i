@@ -2,9 +2,11 @@
 // branch on them (`if singa_wrap.USE_CUDA: dev = device.create_cuda_gpu()`).
 // Flags are the ints 0 and 1, as SINGA's #cmakedefine01 gives them. The
 // values come from what was compiled: USE_CUDA from the core's kUseCuda
-// (the USE_CUDA macro of a CUDA build); singa has no cuDNN, OpenCL, DNNL or
-// C++ (NCCL) communicator, so those are 0 (CUDNN_VERSION 0). The version
-// is CMake's project version.
+// (the USE_CUDA macro of a CUDA build); USE_DIST is 1 when a CUDA build
+// found NCCL and compiled the Communicator and NcclIdHolder
+// (dist_communicator.i, the USE_DIST macro); singa has no cuDNN, OpenCL or
+// DNNL, so those are 0 (CUDNN_VERSION 0). The version is CMake's project
+// version.
 %{
 #ifdef USE_DIST
 #define SINGA_CFG_USE_DIST 1

@@ -71,3 +71,62 @@ std::vector<Tensor> CpuBatchNormBackwardx(const BatchNormHandle& bnh, const Tens
                                           const Tensor& mean, const Tensor& var);
 
 }  // namespace singa
+
+// SINGA defines the cuDNN-named handles and the Gpu* functions only in a
+// CUDA build; so does singa (over its own CUDA kernels, as the C++ header
+// says). Scripts test singa_wrap.USE_CUDA before using them.
+#ifdef SINGA_SWIG_CUDA
+%feature("immutable");
+namespace singa {
+
+class CudnnConvHandle : public ConvHandle {
+ public:
+  CudnnConvHandle(const Tensor& input, const std::vector<size_t>& kernel_size,
+                  const std::vector<size_t>& stride, const std::vector<size_t>& padding,
+                  size_t in_channels, size_t out_channels, bool bias, size_t groups = 1,
+                  size_t workspace_byte_limit = 1024 * 1024 * 1024,
+                  const std::string& prefer = "fastest");
+  size_t workspace_byte_limit;
+  std::string prefer;
+};
+
+class CudnnPoolingHandle : public PoolingHandle {
+ public:
+  CudnnPoolingHandle(const Tensor& input, const std::vector<int>& kernel_size,
+                     const std::vector<int>& stride, const std::vector<int>& padding,
+                     bool is_max = true);
+};
+
+class CudnnBatchNormHandle : public BatchNormHandle {
+ public:
+  CudnnBatchNormHandle(float momentum, const Tensor& input);
+};
+
+}  // namespace singa
+%feature("immutable", "");
+
+namespace singa {
+
+Tensor GpuConvForward(const Tensor& x, const Tensor& W, const Tensor& b,
+                      const CudnnConvHandle& cch);
+Tensor GpuConvBackwardx(const Tensor& dy, const Tensor& W, const Tensor& x,
+                        const CudnnConvHandle& cch);
+Tensor GpuConvBackwardW(const Tensor& dy, const Tensor& x, const Tensor& W,
+                        const CudnnConvHandle& cch);
+Tensor GpuConvBackwardb(const Tensor& dy, const Tensor& b, const CudnnConvHandle& cch);
+Tensor GpuPoolingForward(const CudnnPoolingHandle& cph, const Tensor& x);
+Tensor GpuPoolingBackward(const CudnnPoolingHandle& cph, const Tensor& dy, const Tensor& x,
+                          const Tensor& y);
+std::vector<Tensor> GpuBatchNormForwardTraining(const CudnnBatchNormHandle& cbnh,
+                                                const Tensor& x, const Tensor& bnScale,
+                                                const Tensor& bnBias, Tensor& running_mean,
+                                                Tensor& running_var);
+Tensor GpuBatchNormForwardInference(const CudnnBatchNormHandle& cbnh, const Tensor& x,
+                                    const Tensor& bnScale, const Tensor& bnBias,
+                                    const Tensor& running_mean, const Tensor& running_var);
+std::vector<Tensor> GpuBatchNormBackward(const CudnnBatchNormHandle& cbnh, const Tensor& dy,
+                                         const Tensor& x, const Tensor& bnScale,
+                                         const Tensor& mean, const Tensor& var);
+
+}  // namespace singa
+#endif  // SINGA_SWIG_CUDA

@@ -192,6 +192,7 @@ SINGA_INT_ARG(int64_t, INT64_MIN, INT64_MAX)
 %include "model_operation.i"
 %include "host_buffer.i"
 %include "core_cpu.i"
+%include "dist_communicator.i"
 
 // After every class above: their Python types exist by now (see
 // SingaBuiltinAlloc).

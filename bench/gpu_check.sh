@@ -5,7 +5,9 @@
 #   1. installs the carried swig and scipy-openblas32 wheels (from .whl/,
 #      made by bench/fetch_gpu_wheels.sh on a machine with network),
 #   2. builds singa with CUDA (sm_90 + PTX) in build/gpu,
-#   3. smoke-tests the GPU (device query, a GEMM against NumPy),
+#   3. smoke-tests the GPU (device query, a GEMM against NumPy) and NCCL
+#      with one rank (bench/nccl_smoke.py; built when nvidia-nccl-cu13 is
+#      installed),
 #   4. runs the whole pytest suite, which then covers the GPU (the `dev` and
 #      `other` fixtures),
 #   5. runs bench/gpu_bench.py (GEMMs and training steps against PyTorch CUDA),
@@ -135,7 +137,7 @@ build() {
 export -f build
 DETAIL="cmake + ninja -j$jobs, USE_CUDA=ON"
 step build 300 "$out/build_cmake.log" build || exit 1
-grep -E "singa: (CUDA|USE_CUDA)" "$out/build_cmake.log"
+grep -E "singa: (CUDA|USE_CUDA|NCCL)" "$out/build_cmake.log"
 export PYTHONPATH="$root/python:$PYTHONPATH"
 
 # ---- 3. smoke test ----
@@ -159,6 +161,31 @@ EOF
 export -f smoke
 DETAIL="device query, GEMM and exp/sum against NumPy"
 step smoke 60 "$out/smoke.log" smoke && sed -n '1,3p' "$out/smoke.log"
+
+# ---- 3b. NCCL, one rank ----
+# bench/nccl_smoke.py: the Communicator's collectives against NumPy and one
+# DistOpt step on the GPU against the CPU, bootstrapped from an NcclIdHolder
+# and, where mpiexec is found, over MPI. A build without NCCL (no
+# nvidia-nccl-cu13 wheel on this machine) is reported, not run.
+if "$py" -c "import sys; from singa import singa_wrap; sys.exit(0 if singa_wrap.USE_DIST else 1)" \
+  2>/dev/null; then
+  mpiexec_bin=$(command -v mpiexec || true)
+  [[ -x "$(dirname "$py")/mpiexec" ]] && mpiexec_bin="$(dirname "$py")/mpiexec"
+  export mpiexec_bin
+  nccl() {
+    "$py" "$root/bench/nccl_smoke.py" || return 1
+    if [[ -n "$mpiexec_bin" ]] && "$py" -c "import mpi4py" 2>/dev/null; then
+      "$mpiexec_bin" -n 1 "$py" "$root/bench/nccl_smoke.py" --mpi
+    else
+      echo "MPI bootstrap not run: no mpiexec or mpi4py"
+    fi
+  }
+  export -f nccl
+  DETAIL="bench/nccl_smoke.py: collectives and a DistOpt step, world_size 1"
+  step nccl 60 "$out/nccl.log" nccl && grep -E "passed|not run" "$out/nccl.log"
+else
+  rows+=("$(printf '%-8s %-8s %6s  %s' nccl SKIPPED - "built without NCCL (no nvidia-nccl-cu13 for $py)")")
+fi
 
 # ---- 4. the test suite ----
 # Eight workers of two CPU threads each (the CPU side of the tests would

@@ -3,6 +3,7 @@
     mpiexec -n 2 python examples/dist/train_cnn.py digits
     mpiexec -n 2 python examples/dist/train_cnn.py digits --dist-option sparseTopK --spars 0.05
     mpiexec -hosts node1,node2 -n 4 python examples/dist/train_cnn.py mnist --data-dir ~/mnist
+    mpiexec -n 4 python examples/dist/train_cnn.py mnist --device cuda   # 4 GPUs, NCCL
 
 Every rank builds the same model from the same seed, takes its share of
 each global batch (--batch-size images per rank) and DistOpt averages the
@@ -31,7 +32,7 @@ import data  # noqa: E402  (examples/cnn/data.py)
 import train_cnn as single  # noqa: E402  (examples/cnn/train_cnn.py)
 
 import singa  # noqa: E402
-from singa import autograd, opt, tensor  # noqa: E402
+from singa import autograd, device, opt, tensor  # noqa: E402
 
 OPTIONS = ("plain", "half", "partialUpdate", "sparseTopK", "sparseThreshold")
 
@@ -80,7 +81,15 @@ def main(argv=None):
     rank, world = dist.global_rank, dist.world_size
     if args.threads:     # DistOpt already gave each rank its share of the cores
         singa.set_num_threads(args.threads)
-    dev = single.get_device(args.device)
+    if args.device == "cuda":
+        # One GPU per rank: the rank on this host picks it (NCCL carries
+        # the gradients in a CUDA build with NCCL).
+        if device.get_num_gpus() <= dist.local_rank:
+            raise SystemExit(f"--device cuda: rank {rank} is rank {dist.local_rank} on its "
+                             f"host, which has {device.get_num_gpus()} GPUs")
+        dev = device.create_cuda_gpu_on(dist.local_rank)
+    else:
+        dev = single.get_device(args.device)
     dev.SetRandSeed(args.seed)   # the same initial parameters on every rank
 
     try:

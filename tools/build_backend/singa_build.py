@@ -1,14 +1,16 @@
-"""singa's PEP 517 build backend: scikit-build-core, plus cuBLAS, cuRAND
-and the CUDA runtime (the nvidia-* wheels, headers and libraries) as build
-requirements when the CUDA backend is asked for with
+"""singa's PEP 517 build backend: scikit-build-core, plus cuBLAS, cuRAND,
+the CUDA runtime and NCCL (the nvidia-* wheels, headers and libraries) as
+build requirements when the CUDA backend is asked for with
 ``-Ccmake.define.USE_CUDA=ON``. A CPU build needs none of them.
 """
 
 from scikit_build_core import build as _skbuild
 from scikit_build_core.build import *  # noqa: F401,F403  (the other PEP 517 hooks)
 
-# CUDA 13 (nvcc 13.x): the wheels that install into site-packages/nvidia/cu13.
-CUDA_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-curand>=10.4", "nvidia-cuda-runtime>=13,<14"]
+# CUDA 13 (nvcc 13.x): the wheels that install into site-packages/nvidia/cu13,
+# and NCCL (site-packages/nvidia/nccl) for the Communicator (cmake/nccl.cmake).
+CUDA_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-curand>=10.4", "nvidia-cuda-runtime>=13,<14",
+                 "nvidia-nccl-cu13>=2.27"]
 
 
 def _wants_cuda(config_settings):

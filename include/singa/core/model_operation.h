@@ -8,6 +8,7 @@
 #ifndef SINGA_CORE_MODEL_OPERATION_H_
 #define SINGA_CORE_MODEL_OPERATION_H_
 
+#include <string>
 #include <vector>
 
 #include "singa/core/tensor.h"
@@ -80,6 +81,63 @@ std::vector<Tensor> CpuBatchNormBackwardx(const BatchNormHandle& bnh, const Tens
                                           const Tensor& dy, const Tensor& x,
                                           const Tensor& bnScale, const Tensor& bnBias,
                                           const Tensor& mean, const Tensor& var);
+
+#ifdef USE_CUDA
+// SINGA's cuDNN-named handles and Gpu* functions, present in a CUDA build
+// as in SINGA. singa has no cuDNN: they run the same CUDA kernels as the
+// Cpu* functions on GPU tensors (im2col + cuBLAS GEMM, singa's own pooling
+// and batch-norm kernels) and insist on tensors on a CUDA device.
+class CudnnConvHandle : public ConvHandle {
+ public:
+  // workspace_byte_limit and prefer ("fastest", "limited_workspace",
+  // "no_workspace") are checked and kept; the kernels choose no algorithm.
+  CudnnConvHandle(const Tensor& input, const std::vector<size_t>& kernel_size,
+                  const std::vector<size_t>& stride, const std::vector<size_t>& padding,
+                  size_t in_channels, size_t out_channels, bool bias, size_t groups = 1,
+                  size_t workspace_byte_limit = 1024 * 1024 * 1024,
+                  const std::string& prefer = "fastest");
+  size_t workspace_byte_limit;
+  std::string prefer;
+};
+
+Tensor GpuConvForward(const Tensor& x, const Tensor& W, const Tensor& b,
+                      const CudnnConvHandle& cch);
+Tensor GpuConvBackwardx(const Tensor& dy, const Tensor& W, const Tensor& x,
+                        const CudnnConvHandle& cch);
+Tensor GpuConvBackwardW(const Tensor& dy, const Tensor& x, const Tensor& W,
+                        const CudnnConvHandle& cch);
+Tensor GpuConvBackwardb(const Tensor& dy, const Tensor& b, const CudnnConvHandle& cch);
+
+class CudnnPoolingHandle : public PoolingHandle {
+ public:
+  CudnnPoolingHandle(const Tensor& input, const std::vector<int>& kernel_size,
+                     const std::vector<int>& stride, const std::vector<int>& padding,
+                     bool is_max = true);
+};
+
+Tensor GpuPoolingForward(const CudnnPoolingHandle& cph, const Tensor& x);
+Tensor GpuPoolingBackward(const CudnnPoolingHandle& cph, const Tensor& dy, const Tensor& x,
+                          const Tensor& y);
+
+class CudnnBatchNormHandle : public BatchNormHandle {
+ public:
+  CudnnBatchNormHandle(float momentum, const Tensor& input);
+};
+
+// (y, batch mean, batch variance); the running statistics are updated.
+std::vector<Tensor> GpuBatchNormForwardTraining(const CudnnBatchNormHandle& cbnh,
+                                                const Tensor& x, const Tensor& bnScale,
+                                                const Tensor& bnBias, Tensor& running_mean,
+                                                Tensor& running_var);
+Tensor GpuBatchNormForwardInference(const CudnnBatchNormHandle& cbnh, const Tensor& x,
+                                    const Tensor& bnScale, const Tensor& bnBias,
+                                    const Tensor& running_mean, const Tensor& running_var);
+// (dx, dscale, dbias) from the mean and variance GpuBatchNormForwardTraining
+// returned.
+std::vector<Tensor> GpuBatchNormBackward(const CudnnBatchNormHandle& cbnh, const Tensor& dy,
+                                         const Tensor& x, const Tensor& bnScale,
+                                         const Tensor& mean, const Tensor& var);
+#endif  // USE_CUDA
 
 }  // namespace singa
 

@@ -1,7 +1,8 @@
 """Data-parallel training: ``DistOpt`` and the communicators it drives.
 
 ``singa.opt.DistOpt`` is ``singa._dist.distopt.DistOpt``; importing either
-needs no MPI. Creating a DistOpt imports mpi4py (the ``dist`` extra).
+needs no MPI. Creating a DistOpt imports mpi4py (the ``dist`` extra),
+except with ``nccl_id`` (NCCL only, ``singa._dist.nccl``).
 """
 
 from singa._dist.distopt import DistOpt

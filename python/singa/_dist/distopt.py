@@ -19,7 +19,9 @@ wrapped optimizer's ``update(param, grad)``, ``step()`` and
 ``get_states()``/``set_states()``, and the ``(param, grad)`` stream of
 ``autograd.backward``. Communication goes through a communicator with the
 methods of SINGA's C++ ``Communicator``: MPI for host tensors (see
-``singa._dist.mpi``).
+``singa._dist.mpi``) and, in a CUDA build with NCCL, the C++
+``Communicator`` for GPU tensors (see ``singa._dist.nccl``), bootstrapped
+over MPI or from an ``NcclIdHolder``.
 """
 
 import numbers
@@ -78,11 +80,12 @@ class DistOpt:
     Args:
         opt: the optimizer that applies the averaged gradients (SGD() when
             None).
-        nccl_id: an ``NcclIdHolder`` shared with ``multiprocessing`` to
-            bootstrap NCCL without MPI (GPU tensors); None uses MPI.
-        local_rank, world_size: with nccl_id, this process's GPU and the
-            number of processes. With MPI they come from the launcher; if
-            given they must agree with it.
+        nccl_id: a ``singa_wrap.NcclIdHolder`` shared with
+            ``multiprocessing`` to bootstrap NCCL without MPI (GPU tensors,
+            one host, a CUDA build with NCCL); None uses MPI.
+        local_rank, world_size: with nccl_id, this process's rank and GPU,
+            and the number of processes (both required). With MPI they come
+            from the launcher; if given they must agree with it.
         buffSize: elements per fused all-reduce buffer.
 
     Attributes: ``world_size``, ``local_rank`` (rank on this host),
@@ -110,19 +113,24 @@ class DistOpt:
         self.opt = opt
         self.buffSize = int(buffSize)
         if nccl_id is not None:
-            raise RuntimeError("DistOpt: an nccl_id bootstraps NCCL for GPU tensors, and this "
-                               "singa build has no CUDA backend; leave nccl_id out to "
-                               "train host tensors over MPI (mpiexec -n N python ...)")
-        from singa._dist.mpi import MpiCommunicator
-        self.communicator = MpiCommunicator(self.buffSize)
+            # SINGA's multiprocessing form: NCCL only, no MPI.
+            from singa._dist.nccl import from_nccl_id
+            self.communicator = from_nccl_id(nccl_id, local_rank, world_size, self.buffSize)
+        else:
+            from singa._dist.mpi import MpiCommunicator
+            from singa._dist.nccl import DeviceRouter, has_nccl
+            mpi = MpiCommunicator(self.buffSize)
+            for name, given, actual in (("world_size", world_size, mpi.world_size),
+                                        ("local_rank", local_rank, mpi.local_rank)):
+                if given is not None and _as_count(given, name) != actual:
+                    raise ValueError(f"DistOpt: {name}={given} but MPI started this process "
+                                     f"with {name} {actual}; leave it out under mpiexec")
+            # GPU tensors go over NCCL when the build has it; without it the
+            # MPI communicator says what is missing.
+            self.communicator = DeviceRouter(mpi) if has_nccl() else mpi
         self.world_size = self.communicator.world_size
         self.local_rank = self.communicator.local_rank
         self.global_rank = self.communicator.global_rank
-        for name, given, actual in (("world_size", world_size, self.world_size),
-                                    ("local_rank", local_rank, self.local_rank)):
-            if given is not None and _as_count(given, name) != actual:
-                raise ValueError(f"DistOpt: {name}={given} but MPI started this process with "
-                                 f"{name} {actual}; leave it out under mpiexec")
         _share_cores(self.communicator.local_size)
         self._sparse_acc = []      # residuals of backward_and_sparse_update, per bucket
         self._partial_chunks = None

@@ -192,9 +192,10 @@ class MpiCommunicator:
         ct = _ctensor(t, where)
         dev = ct.device()
         if not dev.is_host():
-            raise RuntimeError(f"{where}: the tensor is on {dev.name()}; MPI moves host tensors, "
-                               "and GPU tensors need singa's NCCL communicator, which this "
-                               "build does not include")
+            from singa._dist.nccl import require_nccl
+            require_nccl(f"{where} of a tensor on {dev.name()} (MPI moves host tensors)")
+            raise RuntimeError(f"{where}: the tensor is on {dev.name()}; MPI moves host "
+                               "tensors, and GPU tensors go over NCCL")
         if float32_only and ct.data_type() != _cw.kFloat32:
             raise TypeError(f"{where}: expected a float32 tensor, got "
                             f"{_dtype_name(ct.data_type())} of shape {tuple(ct.shape())}")

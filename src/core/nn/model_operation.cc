@@ -286,4 +286,98 @@ std::vector<Tensor> CpuBatchNormBackwardx(const BatchNormHandle& bnh, const Tens
   return BatchNormBackward(x, dy, bnScale, mean, var, bnh.epsilon);
 }
 
+#ifdef USE_CUDA
+namespace {
+
+void CheckGpu(const char* op, const Tensor& t, const char* what, const char* cpu_op) {
+  SINGA_CHECK(!t.empty() && t.device() && !t.device()->is_host(), DeviceError, op, ": the ",
+              what, " is on ", t.empty() || !t.device() ? std::string("no device")
+                                                         : t.device()->name(),
+              "; the Gpu* functions take tensors on a CUDA device (", cpu_op,
+              " takes host tensors)");
+}
+
+}  // namespace
+
+CudnnConvHandle::CudnnConvHandle(const Tensor& input, const std::vector<size_t>& kernel_size,
+                                 const std::vector<size_t>& stride,
+                                 const std::vector<size_t>& padding, size_t in_channels,
+                                 size_t out_channels, bool bias, size_t groups,
+                                 size_t workspace_byte_limit, const std::string& prefer)
+    : ConvHandle(input, kernel_size, stride, padding, in_channels, out_channels, bias, groups),
+      workspace_byte_limit(workspace_byte_limit),
+      prefer(prefer) {
+  SINGA_CHECK(prefer == "fastest" || prefer == "limited_workspace" || prefer == "no_workspace",
+              ValueError, "CudnnConvHandle: prefer must be 'fastest', 'limited_workspace' or "
+              "'no_workspace', got '", prefer, "'");
+}
+
+Tensor GpuConvForward(const Tensor& x, const Tensor& W, const Tensor& b,
+                      const CudnnConvHandle& cch) {
+  CheckGpu("GpuConvForward", x, "input", "CpuConvForward");
+  Tensor w = W, bias = b;
+  return CpuConvForward(x, w, bias, cch);
+}
+
+Tensor GpuConvBackwardx(const Tensor& dy, const Tensor& W, const Tensor& x,
+                        const CudnnConvHandle& cch) {
+  CheckGpu("GpuConvBackwardx", dy, "gradient", "CpuConvBackwardx");
+  Tensor w = W;
+  return CpuConvBackwardx(dy, w, x, cch);
+}
+
+Tensor GpuConvBackwardW(const Tensor& dy, const Tensor& x, const Tensor& W,
+                        const CudnnConvHandle& cch) {
+  CheckGpu("GpuConvBackwardW", dy, "gradient", "CpuConvBackwardW");
+  return CpuConvBackwardW(dy, x, W, cch);
+}
+
+Tensor GpuConvBackwardb(const Tensor& dy, const Tensor& b, const CudnnConvHandle& cch) {
+  CheckGpu("GpuConvBackwardb", dy, "gradient", "CpuConvBackwardb");
+  return CpuConvBackwardb(dy, b, cch);
+}
+
+CudnnPoolingHandle::CudnnPoolingHandle(const Tensor& input, const std::vector<int>& kernel_size,
+                                       const std::vector<int>& stride,
+                                       const std::vector<int>& padding, bool is_max)
+    : PoolingHandle(input, kernel_size, stride, padding, is_max) {}
+
+Tensor GpuPoolingForward(const CudnnPoolingHandle& cph, const Tensor& x) {
+  CheckGpu("GpuPoolingForward", x, "input", "CpuPoolingForward");
+  return CpuPoolingForward(cph, x);
+}
+
+Tensor GpuPoolingBackward(const CudnnPoolingHandle& cph, const Tensor& dy, const Tensor& x,
+                          const Tensor& y) {
+  CheckGpu("GpuPoolingBackward", dy, "gradient", "CpuPoolingBackward");
+  return CpuPoolingBackward(cph, dy, x, y);
+}
+
+CudnnBatchNormHandle::CudnnBatchNormHandle(float momentum, const Tensor& input)
+    : BatchNormHandle(momentum, input) {}
+
+std::vector<Tensor> GpuBatchNormForwardTraining(const CudnnBatchNormHandle& cbnh,
+                                                const Tensor& x, const Tensor& bnScale,
+                                                const Tensor& bnBias, Tensor& running_mean,
+                                                Tensor& running_var) {
+  CheckGpu("GpuBatchNormForwardTraining", x, "input", "CpuBatchNormForwardTraining");
+  return CpuBatchNormForwardTraining(cbnh, x, bnScale, bnBias, running_mean, running_var);
+}
+
+Tensor GpuBatchNormForwardInference(const CudnnBatchNormHandle& cbnh, const Tensor& x,
+                                    const Tensor& bnScale, const Tensor& bnBias,
+                                    const Tensor& running_mean, const Tensor& running_var) {
+  CheckGpu("GpuBatchNormForwardInference", x, "input", "CpuBatchNormForwardInference");
+  Tensor mean = running_mean, var = running_var;
+  return CpuBatchNormForwardInference(cbnh, x, bnScale, bnBias, mean, var);
+}
+
+std::vector<Tensor> GpuBatchNormBackward(const CudnnBatchNormHandle& cbnh, const Tensor& dy,
+                                         const Tensor& x, const Tensor& bnScale,
+                                         const Tensor& mean, const Tensor& var) {
+  CheckGpu("GpuBatchNormBackward", dy, "gradient", "CpuBatchNormBackwardx");
+  return CpuBatchNormBackwardx(cbnh, Tensor(), dy, x, bnScale, Tensor(), mean, var);
+}
+#endif  // USE_CUDA
+
 }  // namespace singa

@@ -53,8 +53,8 @@ using std::tan;
 using std::tanh;
 #else
 // Device overloads that mirror std:: on the host: float calls the float
-// function, and an integer argument is computed in double (int32 elements
-// reach the formulas as int64_t, EvalType below).
+// function, and an integer argument (int32 formulas run in int64_t, see
+// EvalType) is computed in double.
 #define SINGA_CUDA_MATH1(fn)                                                \
   SINGA_HD inline float fn(float x) { return ::fn##f(x); }                 \
   SINGA_HD inline double fn(double x) { return ::fn(x); }                  \
