@@ -5,10 +5,29 @@
 
 namespace singa {
 
+struct MemStats {
+  size_t allocated;
+  size_t peak;
+  size_t cached;
+};
+
 class Device {
  public:
   virtual void Sync();
   void SetRandSeed(unsigned seed);
+
+  void EnableGraph(bool enable);
+  bool graph_enabled() const;
+  void RunGraph(bool serial = false);
+  void ResetGraph();
+  uint64_t graph_id() const;
+  void SetVerbosity(int verbosity);
+  void SetSkipIteration(int skip);
+  std::string TimeProfiling() const;
+  void PrintTimeProfiling() const;
+  MemStats GetMemStats() const;
+  void ResetPeakMemory();
+
   int id() const;
   virtual bool is_host() const;
   virtual std::string lang() const;
@@ -21,6 +40,32 @@ class CppCPU : public Device {
  public:
   CppCPU();
 };
+
+%extend Device {
+  // Ops in the recorded graph, and the ops op i waits for (for tests and
+  // tools that inspect a recording).
+  size_t graph_size() { return $self->graph() ? $self->graph()->size() : 0; }
+  std::vector<size_t> graph_dependencies(size_t i) {
+    SINGA_CHECK($self->graph(), ValueError, "graph_dependencies: ", $self->name(),
+                " has no recorded graph");
+    return $self->graph()->dependencies(i);
+  }
+  // {"allocated": bytes held by live blocks, "peak": most held at once
+  // since reset_peak_memory(), "cached": freed bytes the device's
+  // allocator keeps for reuse}.
+  PyObject* memory_stats() {
+    singa::MemStats s = $self->GetMemStats();
+    return Py_BuildValue("{s:K,s:K,s:K}", "allocated", (unsigned long long)s.allocated,
+                         "peak", (unsigned long long)s.peak, "cached",
+                         (unsigned long long)s.cached);
+  }
+  void reset_peak_memory() { $self->ResetPeakMemory(); }
+  // Blocks the graph touches, and those each run hands back after last use.
+  std::vector<size_t> graph_block_counts() {
+    if (!$self->graph()) return {0, 0};
+    return {$self->graph()->num_blocks(), $self->graph()->num_intermediates()};
+  }
+}
 
 std::shared_ptr<Device> DefaultDevice();
 void SetNumThreads(int n);

@@ -1,12 +1,39 @@
 """Devices: where tensors live and ops run.
 
 The CPU device is always there; CUDA GPUs exist when singa was built with
-CUDA. Device objects expose ``id()``, ``SetRandSeed(seed)`` and ``Sync()``.
+CUDA. Device objects expose ``id()``, ``SetRandSeed(seed)`` and ``Sync()``,
+``memory_stats()`` (a dict: ``allocated`` bytes held by live tensors,
+``peak`` since ``reset_peak_memory()``, ``cached`` bytes the allocator
+keeps for reuse) and SINGA's graph methods: ``EnableGraph(flag)``,
+``graph_enabled()``, ``RunGraph(serial=False)``, ``ResetGraph()``,
+``SetVerbosity(level)``, ``SetSkipIteration(n)`` and
+``PrintTimeProfiling()`` (see doc/graph.md).
 """
+
+import contextlib
 
 from singa import singa_wrap as _cw
 
 Device = _cw.Device
+GraphError = _cw.GraphError
+
+
+@contextlib.contextmanager
+def unrecorded(dev):
+    """Runs the block's work at once even while dev records a graph.
+
+    For work that must happen once, not at every replay: creating
+    parameters and optimizer states, filling them with their first values.
+    The recording goes on after the block.
+    """
+    recording = dev is not None and dev.graph_enabled()
+    if recording:
+        dev.EnableGraph(False)
+    try:
+        yield
+    finally:
+        if recording:
+            dev.EnableGraph(True)
 
 
 def get_default_device():

@@ -32,10 +32,16 @@ Training mode is scoped: calling the model (and ``compile``) runs inside
 ``autograd.train_mode(self.training)``, so the global ``autograd.training``
 flag is left as it was.
 
-Graph mode: ``use_graph`` / ``graph()`` are accepted for SINGA compatibility
-and recorded in ``graph_mode`` and ``sequential``, but every step runs
-eagerly (op by op, as buffered graphs would replay them); results are the
-same, only the scheduling optimisation is missing.
+Graph mode (SINGA's fast path): ``compile(inputs, use_graph=True)`` or
+``graph(True)`` makes the first call record the whole step (forward,
+backward and the optimizer's update) into the device's graph; later calls
+with inputs of the same shapes copy the new inputs in and replay the step in
+C++, in recorded order when ``sequential`` is set, else in any order the
+dependencies allow. Intermediate buffers are freed after their last use in
+each replay. The outputs returned are the same tensors each time, holding
+the latest step's values (as in SINGA). Other shapes record again; a step
+that reads values on the host mid-step falls back to eager execution with a
+warning. See doc/graph.md.
 """
 
 import json
@@ -45,6 +51,7 @@ import numpy as np
 
 from singa import autograd
 from singa import checkpoint
+from singa._graph_step import StepGraph
 from singa import tensor as _tensor
 from singa.layers.base import Layer
 
@@ -61,7 +68,7 @@ class Model(Layer):
     def __init__(self):
         super().__init__()
         self.__dict__.update(training=True, graph_mode=False, sequential=False,
-                             optimizer=None, _compiled=False)
+                             optimizer=None, _compiled=False, _graph=StepGraph())
 
     # ---- modes ----
 
@@ -71,6 +78,8 @@ class Model(Layer):
         inputs is a list of Tensors shaped like a real batch. The run uses
         evaluation behaviour (no dropout, no running-statistics update) and
         records no graph, so it changes nothing but the parameters' creation.
+        use_graph turns on graph mode and sequential its in-order replay
+        (see the module doc).
         """
         if isinstance(inputs, _tensor.Tensor):
             inputs = [inputs]
@@ -81,6 +90,7 @@ class Model(Layer):
             if not isinstance(x, _tensor.Tensor):
                 raise TypeError(f"Model.compile: input {i} is a {type(x).__name__}, "
                                 "not a singa Tensor")
+        self.graph(False)
         self.graph(use_graph, sequential)
         with autograd.train_mode(False):
             self._init_once(*inputs)
@@ -90,9 +100,7 @@ class Model(Layer):
 
     def _init_once(self, *inputs):
         if not self._initialized:
-            self.initialize(*inputs)
-            self.__dict__["_initialized"] = True
-            self._name_tensors()
+            self._run_initialize(inputs, {})
 
     def train(self, mode=True):
         """Training behaviour on (mode=True) or off; returns self."""
@@ -104,10 +112,12 @@ class Model(Layer):
         return self.train(False)
 
     def graph(self, mode=True, sequential=False):
-        """Records the graph flags (the model always runs eagerly; see the
-        module doc)."""
+        """Graph mode on or off, and in-order (sequential) replay; returns
+        self. Turning it off drops the recorded graph."""
         self.__dict__["graph_mode"] = bool(mode)
         self.__dict__["sequential"] = bool(sequential)
+        if not mode:
+            self._graph.drop()
         return self
 
     def set_optimizer(self, optimizer):
@@ -116,6 +126,7 @@ class Model(Layer):
             raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer, got "
                             f"{type(optimizer).__name__}")
         self.__dict__["optimizer"] = optimizer
+        self._graph.drop()  # a recorded step updates through the old one
 
     # ---- running ----
 
@@ -129,9 +140,10 @@ class Model(Layer):
         """train_one_batch in training mode, forward in evaluation mode."""
         with autograd.train_mode(self.training):
             self._init_once(*inputs)
-            if self.training:
-                return self.train_one_batch(*inputs, **kwargs)
-            return self.forward(*inputs, **kwargs)
+            step = self.train_one_batch if self.training else self.forward
+            if self.graph_mode:
+                return self._graph.call(self, step, inputs, kwargs, self.sequential)
+            return step(*inputs, **kwargs)
 
     # ---- checkpoints ----
 
@@ -218,6 +230,7 @@ class Model(Layer):
         self.set_states(model_vals)
         if self.optimizer is not None and opt_vals:
             self.optimizer.set_states(opt_vals)
+            self._graph.drop()  # set_states may replace buffers a recorded step holds
         return aux
 
     def _check_optimizer_states(self, fpath, opt_vals, saved_class):

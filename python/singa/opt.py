@@ -222,8 +222,9 @@ class Optimizer:
         """Moves the scheduled values to dev (the parameters' device)."""
         if dev.id() == self._device_id:
             return
-        for name in self._schedule_tensors():
-            getattr(self, name).to_device(dev)
+        with _device.unrecorded(dev):
+            for name in self._schedule_tensors():
+                getattr(self, name).to_device(dev)
         self._device_id = dev.id()
 
     # -- states --
@@ -285,13 +286,18 @@ class Optimizer:
         key = f"{kind}/{param_name}"
         buf = self._states.get(key)
         if buf is None:
-            buf = _tensor.Tensor(param.shape, param.device, param.dtype)
+            # Made and zeroed now even inside a recorded step: a graph that
+            # zeroed it would do so at every replay.
+            dev = param.device
+            with _device.unrecorded(dev):
+                buf = _tensor.Tensor(param.shape, dev, param.dtype)
             self._states[key] = buf
         elif tuple(buf.shape) != tuple(param.shape):
             raise ValueError(f"{type(self).__name__}: state {key!r} has shape {buf.shape} but "
                              f"parameter {param_name!r} has shape {param.shape}")
         elif buf.device.id() != param.device.id():
-            buf.to_device(param.device)
+            with _device.unrecorded(param.device):
+                buf.to_device(param.device)
         return buf
 
     def _scratch(self, param, slot):
@@ -300,7 +306,9 @@ class Optimizer:
         key = (slot, tuple(param.shape), param.device.id(), param.dtype)
         buf = self._scratch_cache.get(key)
         if buf is None:
-            buf = self._scratch_cache[key] = _tensor.Tensor(param.shape, param.device, param.dtype)
+            with _device.unrecorded(param.device):
+                buf = _tensor.Tensor(param.shape, param.device, param.dtype)
+            self._scratch_cache[key] = buf
         return buf
 
     def _decayed(self, param, grad, weight_decay):

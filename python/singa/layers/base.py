@@ -17,6 +17,7 @@ is what optimizers key their buffers by.
 
 import numpy as np
 
+from singa import device as _device
 from singa import tensor as _tensor
 from singa.tensor import Tensor
 
@@ -121,10 +122,17 @@ class Layer:
 
     def __call__(self, *inputs, **kwargs):
         if not self._initialized:
-            self.initialize(*inputs, **kwargs)
-            self.__dict__["_initialized"] = True
-            self._name_tensors()
+            self._run_initialize(inputs, kwargs)
         return self.forward(*inputs, **kwargs)
+
+    def _run_initialize(self, inputs, kwargs):
+        # Parameters are made and filled once, even inside a step that a
+        # graph records (a graph would refill them at every replay).
+        dev = next((x.device for x in inputs if isinstance(x, Tensor)), None)
+        with _device.unrecorded(dev):
+            self.initialize(*inputs, **kwargs)
+        self.__dict__["_initialized"] = True
+        self._name_tensors()
 
     def __repr__(self):
         return f"{type(self).__name__}(name={self.name!r})"

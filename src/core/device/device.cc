@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 #endif
 
 #include "singa/core/blas.h"
+#include "singa/core/graph.h"
 
 namespace singa {
 
@@ -38,20 +40,104 @@ Block::~Block() {
   if (data_ && device_) device_->FreeBlock(data_, size_);
 }
 
+void Block::Allocate() const { data_ = device_->AllocBlock(size_); }
+
+void Block::Release() {
+  if (data_) device_->FreeBlock(data_, size_);
+  data_ = nullptr;
+}
+
+Device::Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
+
+Device::~Device() = default;
+
 std::shared_ptr<Block> Device::NewBlock(size_t size) {
+  return std::make_shared<Block>(size, shared_from_this());
+}
+
+void* Device::AllocBlock(size_t size) {
   void* ptr = Malloc(size);
   if (ptr == nullptr && size > 0)
     SINGA_THROW(MemoryError, "cannot allocate ", size, " bytes on ", name());
-  return std::make_shared<Block>(ptr, size, shared_from_this());
+  const size_t now = allocated_ += size;
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return ptr;
 }
 
-void Device::Exec(const std::function<void(Context*)>& fn,
-                  const std::vector<Block*>&, const std::vector<Block*>&) {
+void Device::FreeBlock(void* ptr, size_t size) {
+  Free(ptr, size);
+  allocated_ -= size;
+}
+
+MemStats Device::GetMemStats() const {
+  MemStats s;
+  s.allocated = allocated_.load();
+  s.peak = peak_.load();
+  s.cached = CachedBytes();
+  return s;
+}
+
+void Device::ResetPeakMemory() { peak_ = allocated_.load(); }
+
+void Device::Exec(std::function<void(Context*)> fn, const std::vector<Block*>& read_blocks,
+                  const std::vector<Block*>& write_blocks) {
+  if (recording_) {
+    graph_->AddOp(std::move(fn), read_blocks, write_blocks);
+    return;
+  }
   fn(&ctx_);
 }
 
+void Device::EnableGraph(bool enable) {
+  if (enable && !graph_) {
+    graph_ = std::make_unique<Graph>();
+    graph_->set_verbosity(verbosity_);
+    graph_->set_skip(skip_);
+  }
+  recording_ = enable;
+}
+
+void Device::RunGraph(bool serial) {
+  SINGA_CHECK(!recording_, GraphError, "RunGraph: ", name(),
+              " is still recording; call EnableGraph(False) before running the graph");
+  if (graph_) graph_->Run(&ctx_, serial);
+}
+
+void Device::ResetGraph() {
+  graph_.reset();
+  ++graph_id_;
+  if (recording_) EnableGraph(true);
+}
+
+void Device::SetVerbosity(int verbosity) {
+  SINGA_CHECK(verbosity >= 0, ValueError, "SetVerbosity: verbosity must be >= 0, got ",
+              verbosity);
+  verbosity_ = verbosity;
+  if (graph_) graph_->set_verbosity(verbosity);
+}
+
+void Device::SetSkipIteration(int skip) {
+  SINGA_CHECK(skip >= 0, ValueError, "SetSkipIteration: need a count >= 0, got ", skip);
+  skip_ = skip;
+  if (graph_) graph_->set_skip(skip);
+}
+
+std::string Device::TimeProfiling() const {
+  return graph_ ? graph_->Profile() : "graph: nothing recorded on " + name() + "\n";
+}
+
+void Device::PrintTimeProfiling() const { std::cout << TimeProfiling() << std::flush; }
+
 std::string Device::name() const {
   return id_ == 0 ? "cpu" : "cpu:" + std::to_string(id_);
+}
+
+void Device::CheckHostRead(const char* op) const {
+  SINGA_CHECK(!recording_, GraphError, op, ": cannot read tensor values on the host while ",
+              name(), " records a graph (the value would be the recording run's only); "
+              "read it after the step, or run this step eagerly");
 }
 
 namespace {
@@ -109,6 +195,11 @@ void* CppCPU::Malloc(size_t size) {
   }
   // 64-byte alignment lets AVX-512 loads start on a cache line.
   return std::aligned_alloc(64, (size + 63) / 64 * 64);
+}
+
+size_t CppCPU::CachedBytes() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cached_bytes_;
 }
 
 void CppCPU::Free(void* ptr, size_t size) {

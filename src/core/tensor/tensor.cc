@@ -241,7 +241,19 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
               "copy_from_numpy: ", nbytes / es, " elements at offset ",
               elem_offset, " do not fit a tensor of shape ", shape_);
   if (nbytes == 0) return;
-  if (IsContiguous()) {
+  if (IsContiguous() && device_->graph_enabled()) {
+    // Recorded: the host bytes are copied now, so the caller may reuse its
+    // buffer, and every replay writes the same values.
+    auto snapshot = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                        static_cast<const char*>(src) + nbytes);
+    Tensor t = *this;
+    device_->Exec(
+        [t, snapshot, elem_offset, es](Context*) mutable {
+          t.device()->CopyDataToFrom(static_cast<char*>(t.mutable_raw_data()) + elem_offset * es,
+                                     snapshot->data(), snapshot->size(), kHostToDevice);
+        },
+        {}, {block()});
+  } else if (IsContiguous()) {
     device_->CopyDataToFrom(static_cast<char*>(mutable_raw_data()) + elem_offset * es, src,
                             nbytes, kHostToDevice);
   } else {
@@ -254,6 +266,7 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
 void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
   SINGA_CHECK(nbytes == MemSize(), ValueError, "to_numpy: buffer of ", nbytes,
               " bytes does not match a tensor of ", MemSize(), " bytes");
+  device_->CheckHostRead("to_numpy");
   if (nbytes == 0) return;
   Tensor c = Contiguous();
   device_->Sync();
@@ -266,8 +279,9 @@ void RandomFill(Tensor* t, Fill fill) {
   if (t->Size() == 0) return;
   if (t->data_type() == kFloat32 && t->IsContiguous()) {
     Tensor o = *t;
+    Block* rng = o.device()->context()->random_state.get();
     o.device()->Exec([o, fill](Context* ctx) mutable { fill(o.mutable_data<float>(), ctx); },
-                     {}, {o.block()});
+                     {rng}, {o.block(), rng});
     return;
   }
   Tensor tmp(t->shape(), t->device(), kFloat32);
@@ -306,11 +320,13 @@ void Tensor::Bernoulli(float p) {
 }
 
 float Tensor::L1() const {
+  device_->CheckHostRead("l1");
   Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
   return Size() ? SumAll(Abs(f)) / static_cast<float>(Size()) : 0.f;
 }
 
 float Tensor::L2() const {
+  device_->CheckHostRead("l2");
   Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
   return Size() ? std::sqrt(SumAll(Square(f))) / static_cast<float>(Size())
                 : 0.f;

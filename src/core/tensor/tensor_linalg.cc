@@ -92,7 +92,8 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) 
                                            vb.ld, beta, tc.mutable_data<T>(),
                                            vc.ld));
       },
-      {ta.block(), tb.block(), tc.block()}, {tc.block()}));
+      // c is read only when beta is not 0 (a fresh output is write-only).
+      {ta.block(), tb.block(), beta != 0.f ? tc.block() : nullptr}, {tc.block()}));
 }
 
 Tensor Mult(const Tensor& a, const Tensor& b) {
@@ -322,6 +323,7 @@ std::vector<int64_t> Positions(const char* op, const Tensor& idx, size_t n,
                                const Shape& shape, size_t axis) {
   SINGA_CHECK(idx.data_type() == kInt, DtypeError, op, ": indices must be int32, got ",
               DataTypeName(idx.data_type()));
+  idx.device()->CheckHostRead(op);
   Tensor ic = idx.Contiguous();
   std::vector<int64_t> pos(ic.Size());
   const int32_t* p = ic.data<int32_t>();

@@ -255,6 +255,7 @@ Tensor Min(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 }
 
 float SumAll(const Tensor& x) {
+  x.device()->CheckHostRead("SumAll");
   Tensor s = Sum(x.data_type() == kFloat32 ? x : x.AsType(kFloat32), {}, false);
   float v = 0;
   s.CopyDataToHostPtr(&v, sizeof(float));
