@@ -23,6 +23,12 @@
   if (view$argnum.obj) PyBuffer_Release(&view$argnum);
 }
 
+// A Tensor returned by value moves into the Python object (no second copy
+// of its shape and strides per op).
+%typemap(out) singa::Tensor %{
+  $result = SWIG_NewPointerObj(new singa::Tensor(std::move($1)), $descriptor(singa::Tensor *),
+                               SWIG_POINTER_OWN);
+%}
 
 namespace singa {
 

@@ -29,7 +29,7 @@ class Tensor {
   const Strides& stride() const { return strides_; }
   size_t offset() const { return offset_; }
   DataType data_type() const { return dtype_; }
-  std::shared_ptr<Device> device() const { return device_; }
+  const std::shared_ptr<Device>& device() const { return device_; }
   Block* block() const { return block_.get(); }
   bool empty() const { return block_ == nullptr; }
   // True when the elements are laid out row-major without gaps.

@@ -224,9 +224,11 @@ CppCPU::~CppCPU() {
 }
 
 std::shared_ptr<Device> DefaultDevice() {
-  // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
-  UseOpenMPForBlas();
-  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(0);
+  static std::shared_ptr<Device> dev = [] {
+    // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
+    UseOpenMPForBlas();
+    return std::make_shared<CppCPU>(0);
+  }();
   return dev;
 }
 

@@ -366,38 +366,40 @@ Shape BroadcastShape(const Shape& a, const Shape& b, const char* op) {
 }
 
 ElemSpace MakeElemSpace(const Shape& out_shape,
-                        const std::vector<const Strides*>& strides) {
+                        std::initializer_list<const Strides*> strides) {
+  // Built in place, without heap memory: this runs once per element-wise op.
   ElemSpace sp;
-  sp.nops = static_cast<int>(strides.size());
+  const Strides* st[4];
+  int nops = 0;
+  for (const Strides* s : strides) st[nops++] = s;
+  sp.nops = nops;
   sp.size = static_cast<int64_t>(Product(out_shape));
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> st(strides.size());
+  int nd = 0;  // loop dimensions; past kMaxElemDims they are only counted
   for (size_t d = 0; d < out_shape.size(); ++d) {
-    if (out_shape[d] == 1) continue;
-    bool merge = !shape.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k)
-      merge = st[k].back() == (*strides[k])[d] * static_cast<int64_t>(out_shape[d]);
+    const int64_t n = static_cast<int64_t>(out_shape[d]);
+    if (n == 1) continue;
+    bool merge = nd > 0 && nd <= kMaxElemDims;
+    for (int k = 0; merge && k < nops; ++k) merge = sp.stride[k][nd - 1] == (*st[k])[d] * n;
     if (merge) {
-      shape.back() *= static_cast<int64_t>(out_shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
-    } else {
-      shape.push_back(static_cast<int64_t>(out_shape[d]));
-      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
+      sp.shape[nd - 1] *= n;
+      for (int k = 0; k < nops; ++k) sp.stride[k][nd - 1] = (*st[k])[d];
+      continue;
     }
+    if (nd < kMaxElemDims) {
+      sp.shape[nd] = n;
+      for (int k = 0; k < nops; ++k) sp.stride[k][nd] = (*st[k])[d];
+    }
+    ++nd;
   }
-  if (shape.empty()) {  // a single element
-    shape.push_back(1);
-    for (auto& s : st) s.push_back(1);
+  SINGA_CHECK(nd <= kMaxElemDims, ValueError, "element-wise op: shape ", out_shape,
+              " with this layout needs more than the ", kMaxElemDims,
+              " loop dimensions supported; call contiguous() first");
+  if (nd == 0) {  // a single element
+    sp.shape[0] = 1;
+    for (int k = 0; k < nops; ++k) sp.stride[k][0] = 1;
+    nd = 1;
   }
-  SINGA_CHECK(shape.size() <= static_cast<size_t>(kMaxElemDims), ValueError,
-              "element-wise op: shape ", out_shape, " with this layout needs ",
-              shape.size(), " loop dimensions, more than the ", kMaxElemDims,
-              " supported; call contiguous() first");
-  sp.ndim = static_cast<int>(shape.size());
-  for (int d = 0; d < sp.ndim; ++d) {
-    sp.shape[d] = shape[d];
-    for (int k = 0; k < sp.nops; ++k) sp.stride[k][d] = st[k][d];
-  }
+  sp.ndim = nd;
   return sp;
 }
 

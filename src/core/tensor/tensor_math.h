@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -126,7 +127,7 @@ struct ElemSpace {
 // Builds the space for out_shape; strides[k] are operand k's strides already
 // aligned to out_shape (broadcast dimensions set to 0).
 ElemSpace MakeElemSpace(const Shape& out_shape,
-                        const std::vector<const Strides*>& strides);
+                        std::initializer_list<const Strides*> strides);
 
 enum class ReduceKind { kSum, kMax, kMin };
 

@@ -11,6 +11,25 @@ namespace {
 // compute, and convert the result back.
 bool IsHalf(const Tensor& t) { return t.data_type() == kFloat16; }
 
+// x's strides when it has the output's shape, else its broadcast strides
+// (stored in *buf). Element-wise ops run once per call from Python, so the
+// common case should not allocate.
+const Strides* OperandStrides(const Tensor& x, const Shape& out_shape, const char* name,
+                              Strides* buf) {
+  if (x.shape() == out_shape) return &x.stride();
+  *buf = BroadcastStrides(x, out_shape, name);
+  return buf;
+}
+
+// Strides of a scalar operand of an ndim-dimensional op (in *buf only for
+// more dimensions than views usually have).
+const Strides* ScalarStrides(size_t ndim, Strides* buf) {
+  static const Strides zeros(64, 0);
+  if (ndim <= zeros.size()) return &zeros;
+  buf->assign(ndim, 0);
+  return buf;
+}
+
 template <typename Op>
 void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
   CheckSameDevice(name, x, *out);
@@ -22,14 +41,11 @@ void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
     return;
   }
   if (out->Size() == 0) return;
-  Strides xs = BroadcastStrides(x, out->shape(), name);
-  Tensor src = x;
-  if (!SameLayout(x, *out)) {
-    src = Unaliased(x, *out);
-    xs = BroadcastStrides(src, out->shape(), name);
-  }
+  Tensor src = SameLayout(x, *out) ? x : Unaliased(x, *out);
+  Strides broadcast;
+  const Strides* xs = OperandStrides(src, out->shape(), name, &broadcast);
   CheckComputeType(name, x.data_type());
-  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &xs});
+  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), xs});
   Tensor o = *out;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
       [sp, src, o, op](Context*) mutable {
@@ -55,6 +71,8 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   if (b) {
     CheckSameDevice(name, a, *b);
     CheckSameDtype(name, a, *b);
+  }
+  if (b && !(a.shape() == out->shape() && b->shape() == out->shape())) {
     Shape s = BroadcastShape(a.shape(), b->shape(), name);
     SINGA_CHECK(BroadcastShape(s, out->shape(), name) == out->shape(),
                 ShapeError, name, ": result of shape ", s,
@@ -71,13 +89,14 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   if (out->Size() == 0) return;
   Tensor ta = Unaliased(a, *out);
   Tensor tb = b ? Unaliased(*b, *out) : Tensor();
-  Strides sa = BroadcastStrides(ta, out->shape(), name);
-  Strides sb = b ? BroadcastStrides(tb, out->shape(), name)
-                 : Strides(out->nDim(), 0);
+  Strides a_broadcast, b_broadcast;
+  const Strides* sa = OperandStrides(ta, out->shape(), name, &a_broadcast);
+  const Strides* sb = b ? OperandStrides(tb, out->shape(), name, &b_broadcast)
+                        : ScalarStrides(out->nDim(), &b_broadcast);
   CheckComputeType(name, a.data_type());
   ElemSpace sp = b_scalar && scalar_first
-                     ? MakeElemSpace(out->shape(), {&out->stride(), &sb, &sa})
-                     : MakeElemSpace(out->shape(), {&out->stride(), &sa, &sb});
+                     ? MakeElemSpace(out->shape(), {&out->stride(), sb, sa})
+                     : MakeElemSpace(out->shape(), {&out->stride(), sa, sb});
   Tensor o = *out;
   const bool has_scalar = b_scalar != nullptr;
   const float scalar = has_scalar ? *b_scalar : 0.f;
@@ -110,8 +129,10 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   Tensor Name(const Tensor& a, const Tensor& b) {                         \
     CheckSameDevice(#Name, a, b);                                         \
     CheckSameDtype(#Name, a, b);                                          \
-    Tensor out(BroadcastShape(a.shape(), b.shape(), #Name), a.device(),   \
-               a.data_type());                                            \
+    Tensor out = a.shape() == b.shape()                                   \
+                     ? Tensor(a.shape(), a.device(), a.data_type())       \
+                     : Tensor(BroadcastShape(a.shape(), b.shape(), #Name), \
+                              a.device(), a.data_type());                 \
     BinaryInto<op::Name>(#Name, a, &b, nullptr, false, &out);             \
     return out;                                                           \
   }                                                                       \
