@@ -65,6 +65,10 @@ class CppCPU : public Device {
     if (!$self->graph()) return {0, 0};
     return {$self->graph()->num_blocks(), $self->graph()->num_intermediates()};
   }
+  // Bytes of the arena that holds a run's intermediates.
+  size_t graph_arena_bytes(bool serial = false) {
+    return $self->graph() ? $self->graph()->arena_bytes(serial) : 0;
+  }
 }
 
 std::shared_ptr<Device> DefaultDevice();

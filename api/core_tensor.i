@@ -115,6 +115,7 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);

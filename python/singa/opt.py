@@ -377,11 +377,11 @@ class SGD(Optimizer):
         g = self._decayed(param, grad, self.weight_decay)
         if self.momentum:
             buf = self._state("momentum", param_name, param)
-            _cw.MulScalarInto(buf.data, self.momentum, buf.data)
             if self.dampening:
+                _cw.MulScalarInto(buf.data, self.momentum, buf.data)
                 _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
             else:
-                _cw.AddInto(buf.data, g.data, buf.data)
+                _cw.Axpby(1.0, g.data, self.momentum, buf.data)
             if self.nesterov:
                 self._step_by(-1.0, g, param)
                 self._step_by(-self.momentum, buf, param)
@@ -412,10 +412,9 @@ class RMSProp(Optimizer):
         self._check(param_name, param, grad)
         g = self._decayed(param, grad, self.weight_decay)
         s = self._state("running_average", param_name, param)
-        _cw.MulScalarInto(s.data, self.rho, s.data)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
-        _cw.Axpy(1.0 - self.rho, tmp.data, s.data)
+        _cw.Axpby(1.0 - self.rho, tmp.data, self.rho, s.data)
         _cw.SqrtInto(s.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
         _cw.DivInto(g.data, tmp.data, tmp.data)
@@ -506,12 +505,10 @@ class Adam(Optimizer):
     def _adam_step(self, param_name, param, g):
         m = self._state("m", param_name, param)
         v = self._state("v", param_name, param)
-        _cw.MulScalarInto(m.data, self.beta_1, m.data)
-        _cw.Axpy(1.0 - self.beta_1, g.data, m.data)
+        _cw.Axpby(1.0 - self.beta_1, g.data, self.beta_1, m.data)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
-        _cw.MulScalarInto(v.data, self.beta_2, v.data)
-        _cw.Axpy(1.0 - self.beta_2, tmp.data, v.data)
+        _cw.Axpby(1.0 - self.beta_2, tmp.data, self.beta_2, v.data)
         _cw.SqrtInto(v.data, tmp.data)
         _cw.MulInto(tmp.data, self._v_scale.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)

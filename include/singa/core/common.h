@@ -101,12 +101,20 @@ class Block : public std::enable_shared_from_this<Block> {
   Device* device() const { return device_.get(); }
   // True while the block holds memory.
   bool allocated() const { return data_ != nullptr; }
-  // Returns the memory to the device; its contents are lost.
+  // Returns the memory to the device (or lets go of placed memory); its
+  // contents are lost.
   void Release();
+  // Uses memory owned by someone else (a graph's arena) until Release; the
+  // block must hold no memory.
+  void Place(void* ptr) {
+    data_ = ptr;
+    owned_ = false;
+  }
 
  private:
   void Allocate() const;  // throws MemoryError naming the size
   mutable void* data_ = nullptr;
+  bool owned_ = true;
   size_t size_;
   std::shared_ptr<Device> device_;
 };

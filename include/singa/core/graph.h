@@ -22,13 +22,18 @@ namespace singa {
 // Memory plan (made on the first run after recording): a block is an
 // intermediate when it had no memory when the graph first met it, its first
 // use in the graph writes it, and nothing but the recorded ops holds it.
-// In every run an intermediate gets memory at its first writer (Block
-// allocates lazily) and gives it back after its last use. Every other block
-// (inputs, parameters, optimizer states, outputs Python still holds) keeps
-// its memory.
+// Every other block (inputs, parameters, optimizer states, outputs Python
+// still holds) keeps its memory. Intermediates live in one arena per run:
+// each gets an offset such that blocks whose lifetimes (first to last use,
+// in the order of the run) overlap never share bytes, so memory is reused
+// after a block's last reader, and a run costs one allocation however many
+// intermediates it has. A block is placed in the arena at its first writer
+// and let go after its last use.
 class Graph {
  public:
   using Fn = std::function<void(Context*)>;
+
+  explicit Graph(Device* device) : device_(device) {}
 
   void AddOp(Fn fn, const std::vector<Block*>& reads, const std::vector<Block*>& writes);
   // Runs every op once: in recorded order when serial, else level by level
@@ -45,6 +50,8 @@ class Graph {
   // Blocks the graph touches, and those a run hands back after last use.
   size_t num_blocks() const { return blocks_.size(); }
   size_t num_intermediates();
+  // Bytes of the arena of a serial or level-order run.
+  size_t arena_bytes(bool serial);
 
   void set_verbosity(int verbosity) { verbosity_ = verbosity; }
   void set_skip(int skip) { skip_ = skip; }
@@ -63,13 +70,27 @@ class Graph {
     bool kept = false;  // had memory, or was read before written, when first met
     long last_writer = -1;
     std::vector<size_t> readers;  // since the last write
-    size_t uses = 0;              // ops that touch it
     bool intermediate = false;
+  };
+
+  // Where a run's intermediates go: the arena's size, each one's offset,
+  // and per op the intermediates it places and lets go.
+  struct MemoryPlan {
+    bool ready = false;
+    size_t arena = 0;
+    std::vector<size_t> offset;               // per block
+    std::vector<std::vector<size_t>> place;   // per op
+    std::vector<std::vector<size_t>> drop;    // per op
   };
 
   size_t Info(Block* b, bool read_first);
   void Plan();
+  const MemoryPlan& Memory(bool serial);
+  template <typename F>
+  void ForEachOp(bool serial, F f) const;
 
+  Device* device_;
+  MemoryPlan memory_[2];  // [serial]
   std::vector<Node> nodes_;
   std::vector<BlockInfo> blocks_;
   std::unordered_map<Block*, size_t> index_;

@@ -141,6 +141,8 @@ Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+// y = alpha * x + beta * y, in one pass.
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 // y += scale * alpha[0] * x, where alpha is a one-element float32 tensor on
 // y's device read when the work runs (a learning rate that a schedule
 // updates in place, so recorded graphs use its current value).

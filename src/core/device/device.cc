@@ -37,14 +37,15 @@ Strides ContiguousStrides(const Shape& shape) {
 }
 
 Block::~Block() {
-  if (data_ && device_) device_->FreeBlock(data_, size_);
+  if (data_ && owned_ && device_) device_->FreeBlock(data_, size_);
 }
 
 void Block::Allocate() const { data_ = device_->AllocBlock(size_); }
 
 void Block::Release() {
-  if (data_) device_->FreeBlock(data_, size_);
+  if (data_ && owned_) device_->FreeBlock(data_, size_);
   data_ = nullptr;
+  owned_ = true;
 }
 
 Device::Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
@@ -92,7 +93,7 @@ void Device::Exec(std::function<void(Context*)> fn, const std::vector<Block*>& r
 
 void Device::EnableGraph(bool enable) {
   if (enable && !graph_) {
-    graph_ = std::make_unique<Graph>();
+    graph_ = std::make_unique<Graph>(this);
     graph_->set_verbosity(verbosity_);
     graph_->set_skip(skip_);
   }

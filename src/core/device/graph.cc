@@ -58,7 +58,6 @@ void Graph::AddOp(Fn fn, const std::vector<Block*>& reads, const std::vector<Blo
   node.blocks = read_ids;
   node.blocks.insert(node.blocks.end(), write_ids.begin(), write_ids.end());
   dedup(&node.blocks);
-  for (size_t b : node.blocks) ++blocks_[b].uses;
   nodes_.push_back(std::move(node));
   planned_ = false;
 }
@@ -97,7 +96,79 @@ void Graph::Plan() {
   }
   seconds_.assign(nodes_.size(), 0.0);
   profiled_runs_ = 0;
+  memory_[0] = MemoryPlan();
+  memory_[1] = MemoryPlan();
   planned_ = true;
+}
+
+template <typename F>
+void Graph::ForEachOp(bool serial, F f) const {
+  if (serial) {
+    for (size_t i = 0; i < nodes_.size(); ++i) f(i);
+  } else {
+    for (const auto& lv : levels_)
+      for (size_t i : lv) f(i);
+  }
+}
+
+const Graph::MemoryPlan& Graph::Memory(bool serial) {
+  MemoryPlan& plan = memory_[serial];
+  if (plan.ready) return plan;
+  const size_t nb = blocks_.size();
+  const long none = -1;
+  std::vector<long> first(nb, none), last(nb, none);
+  long pos = 0;
+  ForEachOp(serial, [&](size_t i) {
+    for (size_t b : nodes_[i].blocks) {
+      if (!blocks_[b].intermediate) continue;
+      if (first[b] == none) first[b] = pos;
+      last[b] = pos;
+    }
+    ++pos;
+  });
+  plan.place.assign(nodes_.size(), {});
+  plan.drop.assign(nodes_.size(), {});
+  std::vector<size_t> at(nodes_.size());
+  pos = 0;
+  ForEachOp(serial, [&](size_t i) { at[pos++] = i; });
+  std::vector<size_t> order;
+  for (size_t b = 0; b < nb; ++b) {
+    if (first[b] == none) continue;
+    plan.place[at[first[b]]].push_back(b);
+    plan.drop[at[last[b]]].push_back(b);
+    order.push_back(b);
+  }
+  // Offsets, largest blocks first: each goes to the lowest offset where it
+  // overlaps no block already placed whose lifetime overlaps its own.
+  constexpr size_t kAlign = 64;
+  auto rounded = [&](size_t b) { return (blocks_[b].block->size() + kAlign - 1) / kAlign * kAlign; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rounded(a) > rounded(b); });
+  plan.offset.assign(nb, 0);
+  std::vector<size_t> placed;
+  std::vector<std::pair<size_t, size_t>> busy;  // (offset, end) of live neighbours
+  for (size_t b : order) {
+    busy.clear();
+    for (size_t c : placed)
+      if (first[c] <= last[b] && first[b] <= last[c])
+        busy.emplace_back(plan.offset[c], plan.offset[c] + rounded(c));
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (const auto& iv : busy) {
+      if (off + rounded(b) <= iv.first) break;
+      off = std::max(off, iv.second);
+    }
+    plan.offset[b] = off;
+    plan.arena = std::max(plan.arena, off + rounded(b));
+    placed.push_back(b);
+  }
+  plan.ready = true;
+  return plan;
+}
+
+size_t Graph::arena_bytes(bool serial) {
+  if (!planned_) Plan();
+  return Memory(serial).arena;
 }
 
 const std::vector<std::vector<size_t>>& Graph::levels() {
@@ -114,10 +185,11 @@ size_t Graph::num_intermediates() {
 
 void Graph::Run(Context* ctx, bool serial) {
   if (!planned_) Plan();
-  std::vector<size_t> remaining(blocks_.size());
-  for (size_t b = 0; b < blocks_.size(); ++b) remaining[b] = blocks_[b].uses;
+  const MemoryPlan& plan = Memory(serial);
+  char* arena = plan.arena ? static_cast<char*>(device_->AllocBlock(plan.arena)) : nullptr;
   const bool timed = verbosity_ > 0 && runs_ >= static_cast<size_t>(skip_);
   auto run = [&](size_t i) {
+    for (size_t b : plan.place[i]) blocks_[b].block->Place(arena + plan.offset[b]);
     Node& node = nodes_[i];
     if (timed) {
       auto t0 = std::chrono::steady_clock::now();
@@ -126,15 +198,18 @@ void Graph::Run(Context* ctx, bool serial) {
     } else {
       node.fn(ctx);
     }
-    for (size_t b : node.blocks)
-      if (--remaining[b] == 0 && blocks_[b].intermediate) blocks_[b].block->Release();
+    for (size_t b : plan.drop[i]) blocks_[b].block->Release();
   };
-  if (serial) {
-    for (size_t i = 0; i < nodes_.size(); ++i) run(i);
-  } else {
-    for (const auto& lv : levels_)
-      for (size_t i : lv) run(i);
+  try {
+    ForEachOp(serial, run);
+  } catch (...) {
+    // Nothing may keep pointing into the arena once it is gone.
+    for (BlockInfo& info : blocks_)
+      if (info.intermediate) info.block->Release();
+    if (arena) device_->FreeBlock(arena, plan.arena);
+    throw;
   }
+  if (arena) device_->FreeBlock(arena, plan.arena);
   ++runs_;
   if (timed) ++profiled_runs_;
 }

@@ -179,11 +179,11 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// y += alpha * x, or y += alpha * alpha_src[0] when alpha_src is given: a
-// one-element float32 tensor read when the work runs, so recorded work
-// picks up its current value.
-void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
-              Tensor* y) {
+// y = alpha * x + beta * y, with alpha times alpha_src[0] when alpha_src is
+// given: a one-element float32 tensor read when the work runs, so recorded
+// work picks up its current value. One pass over y.
+void AxpbyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
+               float beta, Tensor* y) {
   CheckSameDevice(name, x, *y);
   CheckSameDtype(name, x, *y);
   SINGA_CHECK(x.Size() == y->Size(), ShapeError, name, ": shapes ", x.shape(), " and ",
@@ -207,6 +207,7 @@ void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tens
     } else {
       scaled = MulScalar(xs, alpha);
     }
+    if (beta != 1.f) MulScalarInto(*y, beta, y);
     AddInto(*y, scaled, y);
     return;
   }
@@ -216,19 +217,25 @@ void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tens
   Tensor a = alpha_src ? *alpha_src : Tensor();
   const bool has_src = alpha_src != nullptr;
   o.device()->Exec(
-      [sp, xa, o, a, has_src, alpha](Context*) mutable {
+      [sp, xa, o, a, has_src, alpha, beta](Context*) mutable {
         const float k = has_src ? alpha * a.data<float>()[0] : alpha;
         Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
-                                o.mutable_data<float>(), op::AxpyOp{k});
+                                o.mutable_data<float>(), op::AxpbyOp{k, beta});
       },
       {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
 }
 }  // namespace
 
-void Axpy(float alpha, const Tensor& x, Tensor* y) { AxpyImpl("Axpy", alpha, nullptr, x, y); }
+void Axpy(float alpha, const Tensor& x, Tensor* y) {
+  AxpbyImpl("Axpy", alpha, nullptr, x, 1.f, y);
+}
+
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y) {
+  AxpbyImpl("Axpby", alpha, nullptr, x, beta, y);
+}
 
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
-  AxpyImpl("AxpyTensor", scale, &alpha, x, y);
+  AxpbyImpl("AxpyTensor", scale, &alpha, x, 1.f, y);
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {

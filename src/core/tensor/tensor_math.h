@@ -94,12 +94,12 @@ struct ClipOp {
     return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
   }
 };
-// y + alpha * x, with a the x operand and b the y operand of Binary.
-struct AxpyOp {
-  float alpha;
+// alpha * x + beta * y, with a the x operand and b the y operand of Binary.
+struct AxpbyOp {
+  float alpha, beta;
   template <typename T>
   SINGA_HD T operator()(T a, T b) const {
-    return static_cast<T>(b + alpha * a);
+    return static_cast<T>(alpha * a + beta * b);
   }
 };
 struct LeakyReLUOp {
