@@ -23,6 +23,7 @@ class Device {
   uint64_t graph_id() const;
   void SetVerbosity(int verbosity);
   void SetSkipIteration(int skip);
+  void SetRecomputeBudget(double share);
   std::string TimeProfiling() const;
   void PrintTimeProfiling() const;
   MemStats GetMemStats() const;
@@ -65,9 +66,23 @@ class CppCPU : public Device {
     if (!$self->graph()) return {0, 0};
     return {$self->graph()->num_blocks(), $self->graph()->num_intermediates()};
   }
-  // Bytes of the arena that holds a run's intermediates.
+  // The order of the ops in a run.
+  std::vector<size_t> graph_run_order(bool serial = false) {
+    if (!$self->graph()) return {};
+    if (serial) {
+      std::vector<size_t> order($self->graph()->size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      return order;
+    }
+    return $self->graph()->demand_order();
+  }
+  // Bytes of the arena that holds a run's intermediates, and the ops the
+  // next run reruns to save memory.
   size_t graph_arena_bytes(bool serial = false) {
     return $self->graph() ? $self->graph()->arena_bytes(serial) : 0;
+  }
+  size_t graph_recomputed(bool serial = false) {
+    return $self->graph() ? $self->graph()->num_recomputed(serial) : 0;
   }
 }
 

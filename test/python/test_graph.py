@@ -57,6 +57,23 @@ def test_dependencies_come_from_blocks(dev):
     np.testing.assert_allclose(y.numpy(), 5.0)
 
 
+def test_demand_order_runs_an_op_just_before_its_first_reader(dev):
+    x = _t(np.arange(-3.0, 5.0), dev)
+    dev.EnableGraph(True)
+    a = x * 2.0               # 0
+    mask = x > 0.0            # 1: needed only at the end
+    for _ in range(3):
+        a = a + 1.0           # 2, 3, 4
+    out = a * mask            # 5
+    dev.EnableGraph(False)
+    del a, mask
+    assert list(dev.graph_run_order(True)) == [0, 1, 2, 3, 4, 5]
+    assert list(dev.graph_run_order(False)) == [0, 2, 3, 4, 1, 5]
+    dev.RunGraph(False)
+    xn = np.arange(-3.0, 5.0)
+    np.testing.assert_allclose(out.numpy(), (2 * xn + 3) * (xn > 0))
+
+
 def test_dependency_order_differs_from_recorded_order_but_agrees(dev):
     xs = [_t(np.full(5, i + 1.0), dev) for i in range(4)]
     dev.EnableGraph(True)
@@ -456,3 +473,67 @@ def test_replays_free_their_intermediates():
     copies = sum(x.nbytes + y.nbytes for x, y in data[:1])
     assert held[True] <= held[False] + copies + 1024
     assert peaks[True] <= peaks[False]
+
+
+def _resnet_block_model():
+    class Block(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = layer.Conv2d(6, 3, padding=1), layer.BatchNorm2d()
+            self.c2, self.b2 = layer.Conv2d(6, 3, padding=1), layer.BatchNorm2d()
+            self.relu = layer.ReLU()
+            self.flat, self.fc = layer.Flatten(), layer.Linear(5)
+            self.loss = layer.SoftMaxCrossEntropy()
+
+        def forward(self, x):
+            y = self.relu(self.b1(self.c1(x)))
+            y = self.relu(autograd.add(self.b2(self.c2(y)), y))
+            return self.fc(self.flat(y))
+
+        def train_one_batch(self, x, y):
+            out = self.forward(x)
+            loss = self.loss(out, y)
+            self.optimizer(loss)
+            return out, loss
+    return Block()
+
+
+@pytest.mark.parametrize("sequential", [True, False])
+def test_recomputing_intermediates_saves_memory_and_changes_no_value(sequential):
+    rng = np.random.default_rng(4)
+    data = [(rng.standard_normal((8, 6, 10, 10)).astype(np.float32),
+             rng.integers(0, 5, 8).astype(np.int32)) for _ in range(6)]
+    results = {}
+    for budget in (None, 0.0, 1.0):
+        dev = device.create_separate_cpu_device()
+        dev.SetRandSeed(0)
+        if budget is not None:
+            dev.SetRecomputeBudget(budget)
+        m = _resnet_block_model()
+        m.set_optimizer(opt.SGD(lr=0.05, momentum=0.9))
+        m.compile([tensor.from_numpy(data[0][0], dev)], use_graph=budget is not None,
+                  sequential=sequential)
+        peaks = []
+        for x, y in data:
+            dev.reset_peak_memory()
+            m(tensor.from_numpy(x, dev), tensor.from_numpy(y, dev))
+            peaks.append(dev.memory_stats()["peak"])
+        states = {k: v.numpy() for k, v in m.get_states().items()}
+        arena = dev.graph_arena_bytes(sequential) if budget is not None else 0
+        results[budget] = (states, peaks, arena, dev.graph_recomputed(sequential))
+    eager, plain, remat = results[None], results[0.0], results[1.0]
+    for k in eager[0]:
+        np.testing.assert_array_equal(plain[0][k], eager[0][k])
+        np.testing.assert_array_equal(remat[0][k], eager[0][k])
+    assert plain[3] == 0 and remat[3] > 0
+    assert remat[2] < plain[2]
+    # recomputation starts once the first runs have been timed; the graph
+    # also holds its own copies of the inputs
+    copies = data[0][0].nbytes + data[0][1].nbytes
+    assert remat[1][0] == plain[1][0] and remat[1][-1] < plain[1][-1]
+    assert plain[1][-1] <= eager[1][-1] + copies
+
+
+def test_recompute_budget_is_checked(dev):
+    with pytest.raises(ValueError, match=r"share of the run time in \[0, 1\], got 2"):
+        dev.SetRecomputeBudget(2.0)

@@ -79,6 +79,10 @@ class Device : public std::enable_shared_from_this<Device> {
   void SetVerbosity(int verbosity);
   // Runs not counted in the time profile (warm-up).
   void SetSkipIteration(int skip);
+  // The share of a run's time that graph memory planning may spend on
+  // recomputing intermediates instead of holding them (default 0.05; 0
+  // turns recomputation off).
+  void SetRecomputeBudget(double share);
   // The time profile of RunGraph as a table (PrintTimeProfiling prints it).
   std::string TimeProfiling() const;
   void PrintTimeProfiling() const;
@@ -115,6 +119,7 @@ class Device : public std::enable_shared_from_this<Device> {
   uint64_t graph_id_ = 0;
   int verbosity_ = 0;
   int skip_ = 0;
+  double recompute_budget_ = 0.05;
 };
 
 class CppCPU : public Device {

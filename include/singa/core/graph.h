@@ -1,5 +1,6 @@
 // Graph mode: the work of a step recorded through Device::Exec and replayed
-// from C++ (doc/design.md, "Ops, Exec and closures" and "Blocks and memory").
+// from C++ (doc/graph.md; doc/design.md, "Ops, Exec and closures" and
+// "Blocks and memory").
 #ifndef SINGA_CORE_GRAPH_H_
 #define SINGA_CORE_GRAPH_H_
 
@@ -19,16 +20,18 @@ namespace singa {
 // overwrites since that block's last write, so any order that runs each op
 // after its dependencies computes what the recorded order computes.
 //
-// Memory plan (made on the first run after recording): a block is an
+// Memory plan (graph_memory.cc), made for the order of a run: a block is an
 // intermediate when it had no memory when the graph first met it, its first
 // use in the graph writes it, and nothing but the recorded ops holds it.
 // Every other block (inputs, parameters, optimizer states, outputs Python
 // still holds) keeps its memory. Intermediates live in one arena per run:
-// each gets an offset such that blocks whose lifetimes (first to last use,
-// in the order of the run) overlap never share bytes, so memory is reused
-// after a block's last reader, and a run costs one allocation however many
-// intermediates it has. A block is placed in the arena at its first writer
-// and let go after its last use.
+// each lifetime (first to last use) gets an offset such that lifetimes that
+// overlap never share bytes, so memory is reused after a block's last
+// reader and a run costs one allocation. Once the first runs have been
+// timed, the plan may also recompute a cheap intermediate (an op that wrote only
+// intermediates, from inputs still held and unchanged) right before a late
+// reader instead of holding it across the peak, spending at most a set
+// share of the measured run time on it.
 class Graph {
  public:
   using Fn = std::function<void(Context*)>;
@@ -36,25 +39,29 @@ class Graph {
   explicit Graph(Device* device) : device_(device) {}
 
   void AddOp(Fn fn, const std::vector<Block*>& reads, const std::vector<Block*>& writes);
-  // Runs every op once: in recorded order when serial, else level by level
-  // (an op's level is one more than its deepest dependency's, so the ops of
-  // one level are independent; a device with several streams could run a
-  // level's ops side by side).
+  // Runs every op once: in recorded order when serial, else in demand
+  // order (Plan). Both respect the dependencies, which is all a run needs:
+  // a device with several streams could run ops side by side once what
+  // they wait for is done.
   void Run(Context* ctx, bool serial);
 
   size_t size() const { return nodes_.size(); }
   // The ops op i waits for, ascending.
   const std::vector<size_t>& dependencies(size_t i) const;
-  // The ops by dependency level (the order of a run that is not serial).
-  const std::vector<std::vector<size_t>>& levels();
+  // The order of a run that is not serial.
+  const std::vector<size_t>& demand_order();
   // Blocks the graph touches, and those a run hands back after last use.
   size_t num_blocks() const { return blocks_.size(); }
   size_t num_intermediates();
-  // Bytes of the arena of a serial or level-order run.
+  // Bytes of the arena of a serial or level-order run, and the ops it
+  // reruns to save memory (as planned for the next run).
   size_t arena_bytes(bool serial);
+  size_t num_recomputed(bool serial);
 
   void set_verbosity(int verbosity) { verbosity_ = verbosity; }
   void set_skip(int skip) { skip_ = skip; }
+  // The share of a run's time that recomputation may add (0 turns it off).
+  void set_recompute_budget(double share);
   // Time per op (verbosity 2) or per kind of op (verbosity 1) over the runs
   // after the skipped ones.
   std::string Profile() const;
@@ -62,7 +69,8 @@ class Graph {
  private:
   struct Node {
     Fn fn;
-    std::vector<size_t> blocks;  // indices into blocks_, distinct
+    std::vector<size_t> reads, writes;  // indices into blocks_, distinct
+    std::vector<size_t> blocks;         // reads and writes
     std::vector<size_t> deps;
   };
   struct BlockInfo {
@@ -70,39 +78,63 @@ class Graph {
     bool kept = false;  // had memory, or was read before written, when first met
     long last_writer = -1;
     std::vector<size_t> readers;  // since the last write
+    size_t writers = 0;           // ops that write it
     bool intermediate = false;
   };
-
-  // Where a run's intermediates go: the arena's size, each one's offset,
-  // and per op the intermediates it places and lets go.
+  // A stretch of an intermediate's life in the arena, between the op that
+  // places it (its writer, or a rerun of its writer before `first`) and
+  // the op after which it is let go, as positions in the run's order.
+  struct Segment {
+    size_t block;
+    size_t writer;  // the op that writes it (rerun when recomputed)
+    long first, last;
+    bool recomputed;
+    size_t offset = 0;
+  };
   struct MemoryPlan {
     bool ready = false;
+    bool with_timings = false;
     size_t arena = 0;
-    std::vector<size_t> offset;               // per block
-    std::vector<std::vector<size_t>> place;   // per op
-    std::vector<std::vector<size_t>> drop;    // per op
+    std::vector<Segment> segments;
+    // per op: segments placed before it runs, segments whose writer reruns
+    // before it, segments let go after it
+    std::vector<std::vector<size_t>> place, recompute, drop;
   };
 
   size_t Info(Block* b, bool read_first);
   void Plan();
   const MemoryPlan& Memory(bool serial);
+  void Recompute(const std::vector<size_t>& at, MemoryPlan* plan);
+  void Offsets(MemoryPlan* plan);
   template <typename F>
   void ForEachOp(bool serial, F f) const;
 
   Device* device_;
   MemoryPlan memory_[2];  // [serial]
+  double recompute_budget_ = 0.05;
   std::vector<Node> nodes_;
   std::vector<BlockInfo> blocks_;
   std::unordered_map<Block*, size_t> index_;
   bool planned_ = false;
-  std::vector<std::vector<size_t>> levels_;
+  std::vector<size_t> demand_;
 
   int verbosity_ = 0;
   int skip_ = 0;
   size_t runs_ = 0;
   size_t profiled_runs_ = 0;
-  std::vector<double> seconds_;  // per op, summed over profiled runs
+  std::vector<double> seconds_;        // per op, summed over profiled runs
+  static constexpr size_t kTimedRuns = 2;
+  std::vector<double> first_seconds_;  // per op, the least over the first runs
 };
+
+template <typename F>
+void Graph::ForEachOp(bool serial, F f) const {
+  if (serial) {
+    for (size_t i = 0; i < nodes_.size(); ++i) f(i);
+  } else {
+    for (size_t i : demand_) f(i);
+  }
+}
 
 }  // namespace singa
 

@@ -96,6 +96,7 @@ void Device::EnableGraph(bool enable) {
     graph_ = std::make_unique<Graph>(this);
     graph_->set_verbosity(verbosity_);
     graph_->set_skip(skip_);
+    graph_->set_recompute_budget(recompute_budget_);
   }
   recording_ = enable;
 }
@@ -123,6 +124,13 @@ void Device::SetSkipIteration(int skip) {
   SINGA_CHECK(skip >= 0, ValueError, "SetSkipIteration: need a count >= 0, got ", skip);
   skip_ = skip;
   if (graph_) graph_->set_skip(skip);
+}
+
+void Device::SetRecomputeBudget(double share) {
+  SINGA_CHECK(share >= 0 && share <= 1, ValueError,
+              "SetRecomputeBudget: need a share of the run time in [0, 1], got ", share);
+  recompute_budget_ = share;
+  if (graph_) graph_->set_recompute_budget(share);
 }
 
 std::string Device::TimeProfiling() const {

@@ -55,9 +55,12 @@ void Graph::AddOp(Fn fn, const std::vector<Block*>& reads, const std::vector<Blo
   }
   dedup(&deps);
   node.deps = std::move(deps);
+  for (size_t w : write_ids) ++blocks_[w].writers;
   node.blocks = read_ids;
   node.blocks.insert(node.blocks.end(), write_ids.begin(), write_ids.end());
   dedup(&node.blocks);
+  node.reads = std::move(read_ids);
+  node.writes = std::move(write_ids);
   nodes_.push_back(std::move(node));
   planned_ = false;
 }
@@ -87,93 +90,46 @@ void Graph::Plan() {
     const long outside = info.block.use_count() - 1 - in_closures[b];
     info.intermediate = !info.kept && outside == 0;
   }
-  std::vector<size_t> level(nodes_.size(), 0);
-  levels_.clear();
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    for (size_t d : nodes_[i].deps) level[i] = std::max(level[i], level[d] + 1);
-    if (level[i] >= levels_.size()) levels_.resize(level[i] + 1);
-    levels_[level[i]].push_back(i);
+  // Demand order: the ops that nothing waits for (updates, outputs) in
+  // recorded order, each preceded by what it needs that has not run yet,
+  // the latest recorded dependency first. An op thus runs just before the
+  // first op that needs it: a value needed late (a mask for backward) is
+  // not made early and held.
+  std::vector<bool> needed(nodes_.size(), false), emitted(nodes_.size(), false);
+  for (const Node& node : nodes_)
+    for (size_t d : node.deps) needed[d] = true;
+  demand_.clear();
+  std::vector<std::pair<size_t, size_t>> stack;  // (op, next dependency)
+  for (size_t root = 0; root < nodes_.size(); ++root) {
+    if (needed[root] || emitted[root]) continue;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [op, next] = stack.back();
+      const std::vector<size_t>& deps = nodes_[op].deps;  // ascending
+      while (next < deps.size() && emitted[deps[deps.size() - 1 - next]]) ++next;
+      if (next < deps.size()) {
+        const size_t d = deps[deps.size() - 1 - next++];
+        stack.emplace_back(d, 0);
+        continue;
+      }
+      if (!emitted[op]) {
+        emitted[op] = true;
+        demand_.push_back(op);
+      }
+      stack.pop_back();
+    }
   }
   seconds_.assign(nodes_.size(), 0.0);
   profiled_runs_ = 0;
+  runs_ = 0;
   memory_[0] = MemoryPlan();
   memory_[1] = MemoryPlan();
   planned_ = true;
 }
 
-template <typename F>
-void Graph::ForEachOp(bool serial, F f) const {
-  if (serial) {
-    for (size_t i = 0; i < nodes_.size(); ++i) f(i);
-  } else {
-    for (const auto& lv : levels_)
-      for (size_t i : lv) f(i);
-  }
-}
-
-const Graph::MemoryPlan& Graph::Memory(bool serial) {
-  MemoryPlan& plan = memory_[serial];
-  if (plan.ready) return plan;
-  const size_t nb = blocks_.size();
-  const long none = -1;
-  std::vector<long> first(nb, none), last(nb, none);
-  long pos = 0;
-  ForEachOp(serial, [&](size_t i) {
-    for (size_t b : nodes_[i].blocks) {
-      if (!blocks_[b].intermediate) continue;
-      if (first[b] == none) first[b] = pos;
-      last[b] = pos;
-    }
-    ++pos;
-  });
-  plan.place.assign(nodes_.size(), {});
-  plan.drop.assign(nodes_.size(), {});
-  std::vector<size_t> at(nodes_.size());
-  pos = 0;
-  ForEachOp(serial, [&](size_t i) { at[pos++] = i; });
-  std::vector<size_t> order;
-  for (size_t b = 0; b < nb; ++b) {
-    if (first[b] == none) continue;
-    plan.place[at[first[b]]].push_back(b);
-    plan.drop[at[last[b]]].push_back(b);
-    order.push_back(b);
-  }
-  // Offsets, largest blocks first: each goes to the lowest offset where it
-  // overlaps no block already placed whose lifetime overlaps its own.
-  constexpr size_t kAlign = 64;
-  auto rounded = [&](size_t b) { return (blocks_[b].block->size() + kAlign - 1) / kAlign * kAlign; };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return rounded(a) > rounded(b); });
-  plan.offset.assign(nb, 0);
-  std::vector<size_t> placed;
-  std::vector<std::pair<size_t, size_t>> busy;  // (offset, end) of live neighbours
-  for (size_t b : order) {
-    busy.clear();
-    for (size_t c : placed)
-      if (first[c] <= last[b] && first[b] <= last[c])
-        busy.emplace_back(plan.offset[c], plan.offset[c] + rounded(c));
-    std::sort(busy.begin(), busy.end());
-    size_t off = 0;
-    for (const auto& iv : busy) {
-      if (off + rounded(b) <= iv.first) break;
-      off = std::max(off, iv.second);
-    }
-    plan.offset[b] = off;
-    plan.arena = std::max(plan.arena, off + rounded(b));
-    placed.push_back(b);
-  }
-  plan.ready = true;
-  return plan;
-}
-
-size_t Graph::arena_bytes(bool serial) {
+const std::vector<size_t>& Graph::demand_order() {
   if (!planned_) Plan();
-  return Memory(serial).arena;
-}
-
-const std::vector<std::vector<size_t>>& Graph::levels() {
-  if (!planned_) Plan();
-  return levels_;
+  return demand_;
 }
 
 size_t Graph::num_intermediates() {
@@ -187,18 +143,32 @@ void Graph::Run(Context* ctx, bool serial) {
   if (!planned_) Plan();
   const MemoryPlan& plan = Memory(serial);
   char* arena = plan.arena ? static_cast<char*>(device_->AllocBlock(plan.arena)) : nullptr;
-  const bool timed = verbosity_ > 0 && runs_ >= static_cast<size_t>(skip_);
+  // The first runs are timed for the memory plan (the first alone would
+  // charge each op for touching fresh arena pages).
+  const bool first = runs_ < kTimedRuns;
+  const bool timed = first || (verbosity_ > 0 && runs_ >= static_cast<size_t>(skip_));
+  if (runs_ == 0) first_seconds_.assign(nodes_.size(), 1e30);
+  auto place = [&](size_t seg) {
+    const Segment& s = plan.segments[seg];
+    blocks_[s.block].block->Place(arena + s.offset);
+  };
   auto run = [&](size_t i) {
-    for (size_t b : plan.place[i]) blocks_[b].block->Place(arena + plan.offset[b]);
+    for (size_t seg : plan.recompute[i]) {
+      place(seg);
+      nodes_[plan.segments[seg].writer].fn(ctx);
+    }
+    for (size_t seg : plan.place[i]) place(seg);
     Node& node = nodes_[i];
     if (timed) {
       auto t0 = std::chrono::steady_clock::now();
       node.fn(ctx);
-      seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (first) first_seconds_[i] = std::min(first_seconds_[i], dt);
+      if (verbosity_ > 0 && runs_ >= static_cast<size_t>(skip_)) seconds_[i] += dt;
     } else {
       node.fn(ctx);
     }
-    for (size_t b : plan.drop[i]) blocks_[b].block->Release();
+    for (size_t seg : plan.drop[i]) blocks_[plan.segments[seg].block].block->Release();
   };
   try {
     ForEachOp(serial, run);
@@ -210,8 +180,8 @@ void Graph::Run(Context* ctx, bool serial) {
     throw;
   }
   if (arena) device_->FreeBlock(arena, plan.arena);
+  if (verbosity_ > 0 && runs_ >= static_cast<size_t>(skip_)) ++profiled_runs_;
   ++runs_;
-  if (timed) ++profiled_runs_;
 }
 
 namespace {
