@@ -53,7 +53,7 @@ class Graph {
   // Blocks the graph touches, and those a run hands back after last use.
   size_t num_blocks() const { return blocks_.size(); }
   size_t num_intermediates();
-  // Bytes of the arena of a serial or level-order run, and the ops it
+  // Bytes of the arena of a serial or demand-order run, and the ops it
   // reruns to save memory (as planned for the next run).
   size_t arena_bytes(bool serial);
   size_t num_recomputed(bool serial);
