@@ -94,6 +94,8 @@ namespace singa {
   void Name##Into(const Tensor& a, const Tensor& b, Tensor* out); \
   void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
 %include "singa/core/ops.def"
+const char* UnaryOpNames();
+const char* BinaryOpNames();
 
 Tensor Clip(const Tensor& x, float low, float high);
 Tensor LeakyReLU(const Tensor& x, float alpha);

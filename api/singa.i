@@ -74,3 +74,4 @@ static PyObject* singa_GraphError = nullptr;
 %include "core_device.i"
 %include "core_tensor.i"
 %include "core_nn.i"
+%include "host_buffer.i"

@@ -71,13 +71,26 @@ def get_device(name):
     return device.create_cuda_gpu()
 
 
-def progress(iterable, total, desc, disable):
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def set_postfix(self, **kw):
+        pass
+
+    def close(self):
+        pass
+
+
+def progress(total, desc, disable):
+    """A progress bar advanced by hand, one update per step: tqdm iterating
+    a range only writes its count back at its own refresh times, so a bar
+    whose postfix is set every step showed a stale count."""
     try:
         from tqdm import tqdm
     except ImportError:
-        return iterable
-    return tqdm(iterable, total=total, desc=desc, leave=False, disable=disable,
-                dynamic_ncols=True)
+        return _NoBar()
+    return tqdm(total=total, desc=desc, leave=False, disable=disable, dynamic_ncols=True)
 
 
 def evaluate(m, x, y, batch_size, dev):
@@ -161,9 +174,8 @@ def main(argv=None):
         order = rng.permutation(len(train_x))
         total_loss, correct, seen = 0.0, 0, 0
         t0 = time.perf_counter()
-        bar = progress(range(0, len(train_x), bs), steps_per_epoch, f"epoch {epoch + 1}/{epochs}",
-                       args.no_progress)
-        for i in bar:
+        bar = progress(steps_per_epoch, f"epoch {epoch + 1}/{epochs}", args.no_progress)
+        for i in range(0, len(train_x), bs):
             idx = order[i:i + bs]
             x = tensor.from_numpy(data.random_shift(train_x[idx], shift, rng), dev)
             y = tensor.from_numpy(train_y[idx], dev)
@@ -173,10 +185,11 @@ def main(argv=None):
             correct += int(np.sum(np.argmax(out.numpy(), axis=1) == train_y[idx]))
             seen += len(idx)
             steps += 1
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{batch_loss:.3f}")
+            bar.set_postfix(loss=f"{batch_loss:.3f}", refresh=False)
+            bar.update(1)
             if args.max_steps is not None and steps >= args.max_steps:
                 break
+        bar.close()
         elapsed = time.perf_counter() - t0
         test_acc = evaluate(m, test_x, test_y, 256, dev)
         record = {"epoch": epoch + 1, "loss": total_loss / seen, "train_acc": correct / seen,

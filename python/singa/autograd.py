@@ -48,6 +48,7 @@ steps (a kept loss pins nothing). Walking a released graph again raises
 ValueError; a released intermediate used in a new graph is a constant.
 """
 
+import builtins
 import contextlib
 import itertools
 import numbers
@@ -375,4 +376,24 @@ def gradients(y, dy=None):
     return dict(backward(y, dy))
 
 
-from singa.ops import *  # noqa: E402,F401,F403  (every operator and function)
+def _import_operators():
+    """Copies the operators and functions of singa.ops into this module.
+    singa.ops imports this module before its families, so when it is
+    imported first it is still half-initialised here: its families are then
+    imported one by one (a star import would silently bring nothing)."""
+    import importlib
+    ops = importlib.import_module("singa.ops")
+    names = []
+    for family in ops.FAMILIES:
+        module = importlib.import_module(f"singa.ops.{family}")
+        for n in module.__all__:
+            globals()[n] = getattr(module, n)
+        names += module.__all__
+    return names
+
+
+_ENGINE = ["training", "train_mode", "no_grad", "is_training", "Operator", "Dummy",
+           "backward", "gradients", "CTensor"]
+# Names that would shadow Python builtins (abs, sum, max, ...) are left out
+# of ``from singa.autograd import *``; call them as autograd.sum(...).
+__all__ = [n for n in _ENGINE + _import_operators() if not hasattr(builtins, n)]

@@ -62,6 +62,13 @@ _OPT = "optimizer/"
 _AUX = "aux/"
 
 
+def _optimizer_kind(optimizer):
+    """The optimizer class a checkpoint records: a DistOpt records the one
+    it wraps, so that states saved in a distributed run load in a single
+    process and back."""
+    return type(getattr(optimizer, "opt", optimizer)).__name__
+
+
 class Model(Layer):
     """Base class of trainable models (see the module doc)."""
 
@@ -122,9 +129,9 @@ class Model(Layer):
 
     def set_optimizer(self, optimizer):
         from singa import opt
-        if not isinstance(optimizer, opt.Optimizer):
-            raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer, got "
-                            f"{type(optimizer).__name__}")
+        if not isinstance(optimizer, (opt.Optimizer, opt.DistOpt)):
+            raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer or DistOpt, "
+                            f"got {type(optimizer).__name__}")
         self.__dict__["optimizer"] = optimizer
         self._graph.drop()  # a recorded step updates through the old one
 
@@ -167,7 +174,7 @@ class Model(Layer):
             arrays[_MODEL + name] = t.numpy()
         opt_meta = None
         if self.optimizer is not None:
-            opt_meta = type(self.optimizer).__name__
+            opt_meta = _optimizer_kind(self.optimizer)
             for key, v in self.optimizer.get_states().items():
                 arrays[_OPT + key] = v.numpy() if isinstance(v, _tensor.Tensor) else np.asarray(v)
         aux_json = {}
@@ -234,7 +241,7 @@ class Model(Layer):
         return aux
 
     def _check_optimizer_states(self, fpath, opt_vals, saved_class):
-        kind = type(self.optimizer).__name__
+        kind = _optimizer_kind(self.optimizer)
         if saved_class is not None and saved_class != kind:
             raise ValueError(f"checkpoint {fpath!r} holds {saved_class} states but the model's "
                              f"optimizer is {kind}")

@@ -35,6 +35,16 @@ from singa import tensor as _tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer",
            "SGD", "RMSProp", "AdaGrad", "Adam", "AdamW"]
+__all__ += ["DistOpt"]
+
+
+def __getattr__(name):
+    # DistOpt lives in singa._dist and is imported on first use, so that
+    # importing singa.opt never loads the distributed machinery.
+    if name == "DistOpt":
+        from singa._dist.distopt import DistOpt
+        return DistOpt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- learning-rate schedules ----

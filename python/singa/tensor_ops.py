@@ -1,14 +1,16 @@
 """Tensor math by name: element-wise, reductions, linear algebra, joining.
 
 These are re-exported by singa.tensor (``tensor.exp(t)``, ``tensor.mult``).
-They do not record autograd history; singa.autograd does.
+They do not record autograd history; singa.autograd does. The element-wise
+functions are made from the rows of the op table, singa.opdefs.
 """
 
 import builtins
 import numbers
 
+from singa import opdefs
 from singa import singa_wrap as _cw
-from singa.tensor import Tensor, _wrap, _scalar, _check_shape
+from singa._tensor import Tensor, _wrap, _scalar, _check_shape
 
 __all__ = []
 
@@ -23,31 +25,16 @@ def _check_tensor(x, where):
         raise TypeError(f"{where}: expected a Tensor, got {type(x).__name__}")
 
 
-def _make_unary(name, cfn):
+def _make_unary(name, cfn, doc=""):
     def fn(t):
         _check_tensor(t, name)
         return _wrap(cfn(t.data))
-    fn.__name__ = name
-    fn.__doc__ = f"Element-wise {name}."
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name}. {doc}"
     return fn
 
 
-_UNARY = {
-    "abs": _cw.Abs, "neg": _cw.Neg, "exp": _cw.Exp, "log": _cw.Log,
-    "sqrt": _cw.Sqrt, "square": _cw.Square, "sign": _cw.Sign, "ceil": _cw.Ceil,
-    "floor": _cw.Floor, "round": _cw.Round, "rounde": _cw.RoundE,
-    "reciprocal": _cw.Reciprocal, "relu": _cw.ReLU, "sigmoid": _cw.Sigmoid,
-    "tanh": _cw.Tanh, "softplus": _cw.SoftPlus, "softsign": _cw.SoftSign,
-    "erf": _cw.Erf, "sin": _cw.Sin, "cos": _cw.Cos, "tan": _cw.Tan,
-    "asin": _cw.Asin, "acos": _cw.Acos, "atan": _cw.Atan, "sinh": _cw.Sinh,
-    "cosh": _cw.Cosh, "asinh": _cw.Asinh, "acosh": _cw.Acosh,
-    "atanh": _cw.Atanh, "logical_not": _cw.Not,
-}
-for _name, _cfn in _UNARY.items():
-    globals()[_name] = _export(_make_unary(_name, _cfn))
-
-
-def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into):
+def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into, doc=""):
     def fn(lhs, rhs, ret=None):
         if isinstance(lhs, Tensor) and isinstance(rhs, Tensor):
             if ret is not None:
@@ -66,22 +53,28 @@ def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into):
                 return _wrap(cfn_rscalar(s, rhs.data))
         raise TypeError(f"{name}: expected tensors or numbers, got "
                         f"{type(lhs).__name__} and {type(rhs).__name__}")
-    fn.__name__ = name
-    fn.__doc__ = (f"Element-wise {name} with NumPy broadcasting; either side may "
-                  "be a number. With ret, writes into ret.")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Element-wise {name} with NumPy broadcasting: {doc} Either side "
+                  "may be a number. With ret, writes into ret.")
     return fn
 
 
-_BINARY = {
-    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
-    "minimum": "Minimum", "maximum": "Maximum", "lt": "LT", "le": "LE",
-    "gt": "GT", "ge": "GE", "eq": "EQ", "logical_and": "And",
-    "logical_or": "Or", "logical_xor": "Xor",
-}
-for _name, _c in _BINARY.items():
-    globals()[_name] = _export(_make_binary(
-        _name, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
-        getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into")))
+def _export_row(row, fn):
+    # underscore aliases (_not, _and) are autograd's only
+    for name in (row.fn,) + tuple(a for a in row.fn_aliases if not a.startswith("_")):
+        globals()[name] = fn
+        __all__.append(name)
+
+
+# One function per row of the op table (singa.opdefs), named as the row says.
+for _row in opdefs.UNARY:
+    _export_row(_row, _make_unary(_row.fn, getattr(_cw, _row.op), _row.doc))
+for _row in opdefs.BINARY:
+    _c = _row.op
+    _export_row(_row, _make_binary(_row.fn, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
+                                   getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into"),
+                                   _row.doc))
+del _row, _c
 eltwise_mult = mul  # noqa: F821  (SINGA's name)
 __all__.append("eltwise_mult")
 

@@ -3,8 +3,10 @@
 # wheel. Usage: test/cpp/build_nn_test.sh [output-binary]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-inc="$(python3 -c 'import scipy_openblas32 as s; print(s.get_include_dir())')"
-lib="$(python3 -c 'import scipy_openblas32 as s; print(s.get_lib_dir())')"
+# PYTHON: the interpreter whose scipy-openblas32 to link (pytest passes its own).
+py="${PYTHON:-python3}"
+inc="$("$py" -c 'import scipy_openblas32 as s; print(s.get_include_dir())')"
+lib="$("$py" -c 'import scipy_openblas32 as s; print(s.get_lib_dir())')"
 out="${1:-${TMPDIR:-/tmp}/test_nn_kernels}"
 g++ -O3 -march=native -fopenmp -std=c++17 -Wall -Wextra \
   -I"$root/include" -I"$inc" \

@@ -1,4 +1,7 @@
-"""Shared fixtures: `dev` runs a test on every device this build has."""
+"""Shared fixtures: `dev` runs a test on every device this build has;
+`torch` is PyTorch for the tests that compare against it (skipped when it
+is not installed; such tests are marked `torch`, so CI can run them alone
+after installing it: `pytest -m torch`)."""
 
 import numpy as np
 import pytest
@@ -21,3 +24,14 @@ def dev(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)

@@ -1,7 +1,6 @@
 """Activations, softmax and dropout: forward against NumPy, backward
 against central differences on contiguous and strided inputs."""
 
-import math
 
 import numpy as np
 import pytest
@@ -19,28 +18,18 @@ def signed(lo, hi, shape=(3, 4)):
     return (mag * np.where(rng.random(shape) < 0.5, -1, 1)).astype(np.float32)
 
 
-def _np_sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-_erf = np.vectorize(math.erf)
-
+# relu, sigmoid, tanh, gelu, softplus and softsign are rows of the op table,
+# checked in test_opdefs.py.
 # name: (function, NumPy reference, input)
 CASES = {
-    "relu": (ag.relu, lambda x: np.maximum(x, 0), signed(0.05, 2)),
-    "sigmoid": (ag.sigmoid, _np_sigmoid, signed(0, 4)),
-    "tanh": (ag.tanh, np.tanh, signed(0, 2)),
     "leakyrelu": (lambda x: ag.leakyrelu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x),
                   signed(0.05, 2)),
     "elu": (lambda x: ag.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * (np.exp(x) - 1)),
             signed(0.05, 2)),
     "selu": (ag.selu, lambda x: 1.0507 * np.where(x > 0, x, 1.67326 * (np.exp(x) - 1)),
              signed(0.05, 2)),
-    "gelu": (ag.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), signed(0, 3)),
     "hardsigmoid": (ag.hardsigmoid, lambda x: np.clip(0.2 * x + 0.5, 0, 1),
                     np.concatenate([signed(0.1, 2.4, (2, 4)), signed(2.6, 4, (1, 4))])),
-    "softplus": (ag.softplus, lambda x: np.log1p(np.exp(x)), signed(0, 4)),
-    "softsign": (ag.softsign, lambda x: x / (1 + np.abs(x)), signed(0.05, 3)),
     "softmax_last": (ag.softmax, lambda x: _np_softmax(x, -1), signed(0, 3)),
     "softmax_axis0": (lambda x: ag.softmax(x, 0), lambda x: _np_softmax(x, 0), signed(0, 3)),
     "log_softmax": (ag.log_softmax, lambda x: np.log(_np_softmax(x, -1)), signed(0, 3)),

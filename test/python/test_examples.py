@@ -54,6 +54,20 @@ def test_train_cnn_models_on_digits(model):
     assert "test accuracy" in out and "images/s" in out, out
 
 
+def test_train_cnn_progress_bar_advances_with_the_loss():
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    # tqdm reads TQDM_MININTERVAL: redraw on every update, so each state shows
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, "cnn/train_cnn.py"), "mlp",
+                           "digits", "--epochs", "1", "--max-steps", "4"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TQDM_MININTERVAL="0"))
+    ok(proc)
+    states = [s for s in proc.stderr.replace("\r", "\n").splitlines() if "loss=" in s]
+    counts = [int(s.split("/23")[0].split()[-1]) for s in states]
+    assert counts[:4] == [1, 2, 3, 4], proc.stderr
+
+
 def test_train_cnn_checkpoint_resume_and_plot(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("matplotlib")

@@ -240,8 +240,7 @@ def test_lstm_gradients_reach_every_parameter():
     assert all(np.abs(g).sum() > 0 for g in grads.values())
 
 
-def test_lstm_matches_pytorch():
-    torch = pytest.importorskip("torch")
+def test_lstm_matches_pytorch(torch):
     xs = rand(6, 3, 4)
     lstm = layer.LSTM(5)
     lstm(T(xs))
@@ -449,8 +448,7 @@ def test_pooling_1d():
         layer.MaxPool1d(2)(T(rand(2, 3)))
 
 
-def test_conv_and_pool_match_pytorch():
-    torch = pytest.importorskip("torch")
+def test_conv_and_pool_match_pytorch(torch):
     x = rand(2, 3, 10, 10)
     conv = layer.Conv2d(4, 3, stride=2, padding=(1, 0), dilation=1)
     y = layer.MaxPool2d(2, stride=1, padding=1)(conv(T(x)))

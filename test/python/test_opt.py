@@ -128,8 +128,7 @@ def _torch_cases(torch):
 
 
 @pytest.mark.parametrize("name,make", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
-def test_matches_pytorch(name, make):
-    torch = pytest.importorskip("torch")
+def test_matches_pytorch(name, make, torch):
     p0, grads = _param_and_grads(seed=1)
     got = _run_singa(make(), p0, grads)
     tp = torch.nn.Parameter(torch.tensor(p0))
@@ -345,8 +344,7 @@ def test_set_states_restores_scheduled_values(make):
     np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
 
 
-def test_adam_bias_correction_holds_over_many_steps():
-    torch = pytest.importorskip("torch")
+def test_adam_bias_correction_holds_over_many_steps(torch):
     rng = np.random.default_rng(5)
     p0 = rng.standard_normal((6,)).astype(np.float32)
     o = opt.Adam(lr=0.01)

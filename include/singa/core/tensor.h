@@ -107,6 +107,12 @@ class Tensor {
   void Name##ScalarInto(const Tensor& a, float s, Tensor* out);
 #include "singa/core/ops.def"
 
+// The names of the unary and of the binary ops in ops.def, in file order,
+// separated by spaces: the Python op table (python/singa/opdefs.py) is
+// checked against them.
+const char* UnaryOpNames();
+const char* BinaryOpNames();
+
 // Shape of a and b broadcast together (ONNX multidirectional rules).
 Shape BroadcastShape(const Shape& a, const Shape& b, const char* op);
 

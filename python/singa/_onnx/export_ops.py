@@ -1,5 +1,9 @@
 """How each autograd Operator class becomes ONNX nodes.
 
+The classes made from the op table (singa.opdefs) export as their row
+says; FALLBACKS covers rows that ONNX cannot write as one node. The
+classes written by hand have an exporter each below.
+
 An exporter is ``fn(op, ins, outs, g, leaves)``: op is the recorded
 Operator (attributes as public fields), ins / outs the ONNX value names of
 its inputs and outputs, g the GraphBuilder (g.node, g.const, g.ints,
@@ -11,9 +15,10 @@ values) are float32: singa graphs that reach these ops compute in float32.
 import math
 
 import numpy as np
+import onnx
 from onnx import TensorProto
 
-from singa import tensor
+from singa import opdefs, tensor
 from singa._onnx.errors import UnsupportedError
 
 EXPORTERS = {}
@@ -27,21 +32,73 @@ def exports(*classes):
     return deco
 
 
+# ---- the op table (singa.opdefs): one node of the row's type and attrs ----
+
+def _fallback_gelu(op, ins, outs, g, leaves):
+    # Before opset 20: 0.5 x (1 + erf(x / sqrt(2))).
+    x = ins[0]
+    scaled = g.node("Mul", [x, g.const(np.float32(1 / math.sqrt(2)), "gelu_c")])
+    e = g.node("Erf", scaled)
+    one = g.node("Add", [e[0], g.const(np.float32(1.0), "one")])
+    half = g.node("Mul", [one[0], g.const(np.float32(0.5), "half")])
+    g.node("Mul", [x, half[0]], outs, name=op.name)
+
+
+# Rows that ONNX cannot express as one node (onnx=None), or not at every
+# opset the exporter writes (below the row's opset): op -> exporter.
+FALLBACKS = {
+    "Square": lambda op, ins, outs, g, leaves: g.node("Mul", [ins[0], ins[0]], outs,
+                                                      name=op.name),
+    "Gelu": _fallback_gelu,
+}
+
+
+def _bool_only(schema, formal):
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    return allowed.get(formal.type_str, [formal.type_str]) == ["tensor(bool)"]
+
+
+def _row_node(row, op, ins, outs, g):
+    """The row's node. ONNX comparisons and logic take or give bool tensors
+    where singa's give 0 / 1 in the inputs' dtype: casts bridge the two."""
+    schema = onnx.defs.get_schema(row.onnx, g.opset)
+    args = ins
+    if _bool_only(schema, schema.inputs[0]):
+        args = [g.node("Cast", [x], to=TensorProto.BOOL)[0] for x in ins]
+    if not _bool_only(schema, schema.outputs[0]):
+        g.node(row.onnx, args, outs, name=op.name, **row.attrs)
+        return
+    if g.opset < 15:
+        raise UnsupportedError(f"ONNX {row.onnx} gives bool, and casting it back to the "
+                               "inputs' type needs CastLike (opset 15 or later)")
+    flag = g.node(row.onnx, args, name=op.name, **row.attrs)
+    g.node("CastLike", [flag[0], ins[0]], outs)
+
+
+def _row_exporter(row):
+    fallback = FALLBACKS.get(row.op)
+
+    def fn(op, ins, outs, g, leaves):
+        if row.onnx is not None and g.opset >= row.opset:
+            _row_node(row, op, ins, outs, g)
+        elif fallback is not None:
+            fallback(op, ins, outs, g, leaves)
+        elif row.onnx is None:
+            raise UnsupportedError(f"no ONNX form: {row.why}")
+        else:
+            raise UnsupportedError(f"exports as ONNX {row.onnx}, which needs opset "
+                                   f"{row.opset} or later (opset_version={g.opset})")
+    return fn
+
+
+for _row in opdefs.ROWS:
+    exports(_row.op)(_row_exporter(_row))
+
+
 # ---- one node, same inputs, no attributes ----
 _SAME = {
-    "ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "SoftPlus": "Softplus",
-    "SoftSign": "Softsign", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt",
-    "Abs": "Abs", "Sign": "Sign", "Sin": "Sin", "Cos": "Cos", "Tan": "Tan",
-    "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh",
-    "Cosh": "Cosh", "Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh",
-    "Erf": "Erf", "Identity": "Identity", "Negative": "Neg",
-    "Reciprocal": "Reciprocal", "Ceil": "Ceil", "Floor": "Floor",
-    # singa's rounde rounds halves to even, as ONNX Round does.
-    "Rounde": "Round", "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div",
-    "Pow": "Pow", "Less": "Less", "Greater": "Greater", "Equal": "Equal",
-    "And": "And", "Or": "Or", "Xor": "Xor", "Not": "Not", "Where": "Where",
-    "Sum": "Sum", "Mean": "Mean", "Min": "Min", "Max": "Max",
-    "Matmul": "MatMul", "PRelu": "PRelu",
+    "Identity": "Identity", "Where": "Where", "Sum": "Sum", "Mean": "Mean", "Min": "Min",
+    "Max": "Max", "Matmul": "MatMul", "PRelu": "PRelu",
 }
 
 
@@ -55,13 +112,7 @@ for _cls, _onnx in _SAME.items():
     exports(_cls)(_same(_onnx))
 
 
-@exports("Round")
-def _round(op, ins, outs, g, leaves):
-    raise UnsupportedError("Round rounds halves away from zero, which no ONNX "
-                           "operator does; use rounde (halves to even, ONNX Round)")
-
-
-@exports("LeakyRelu")
+@exports("LeakyReLU")
 def _leaky_relu(op, ins, outs, g, leaves):
     g.node("LeakyRelu", ins, outs, name=op.name, alpha=float(op.alpha))
 
@@ -82,26 +133,12 @@ def _hard_sigmoid(op, ins, outs, g, leaves):
            beta=float(op.beta))
 
 
-@exports("Gelu")
-def _gelu(op, ins, outs, g, leaves):
-    if g.opset >= 20:
-        g.node("Gelu", ins, outs, name=op.name)
-        return
-    # Before opset 20: 0.5 x (1 + erf(x / sqrt(2))).
-    x = ins[0]
-    scaled = g.node("Mul", [x, g.const(np.float32(1 / math.sqrt(2)), "gelu_c")])
-    e = g.node("Erf", scaled)
-    one = g.node("Add", [e[0], g.const(np.float32(1.0), "one")])
-    half = g.node("Mul", [one[0], g.const(np.float32(0.5), "half")])
-    g.node("Mul", [x, half[0]], outs, name=op.name)
-
-
 @exports("SoftMax")
 def _softmax(op, ins, outs, g, leaves):
     g.node("Softmax", ins, outs, name=op.name, axis=int(op.axis))
 
 
-@exports("LogSoftmax")
+@exports("LogSoftMax")
 def _log_softmax(op, ins, outs, g, leaves):
     g.node("LogSoftmax", ins, outs, name=op.name, axis=int(op.axis))
 

@@ -10,7 +10,7 @@ can be fine-tuned), the plain tensor function for ops with no gradient
 import builtins
 
 from singa import autograd as ag
-from singa import tensor
+from singa import opdefs, tensor
 
 builtins_slice = builtins.slice
 
@@ -25,20 +25,14 @@ def _no_grad(f):
     return g
 
 
-# ---- no gradient: comparisons, logic, rounding, arg-reductions ----
-sign = _no_grad(tensor.sign)
-ceil = _no_grad(tensor.ceil)
-floor = _no_grad(tensor.floor)
-round_even = _no_grad(tensor.rounde)
-logical_not = _no_grad(tensor.logical_not)
-logical_and = _no_grad(tensor.logical_and)
-logical_or = _no_grad(tensor.logical_or)
-logical_xor = _no_grad(tensor.logical_xor)
-lt = _no_grad(tensor.lt)
-le = _no_grad(tensor.le)
-gt = _no_grad(tensor.gt)
-ge = _no_grad(tensor.ge)
-eq = _no_grad(tensor.eq)
+# ---- the op table (singa.opdefs): autograd where the row has a gradient ----
+for _row in opdefs.ROWS:
+    _differentiable = _row.grad is not None if _row.arity == 1 else any(_row.grad)
+    globals()[_row.fn] = (getattr(ag, _row.fn) if _differentiable
+                          else _no_grad(getattr(tensor, _row.fn)))
+del _row, _differentiable
+
+# ---- no gradient: arg-reductions ----
 argmax = _no_grad(tensor.argmax)
 argmin = _no_grad(tensor.argmin)
 # Max / min reductions have no autograd operator yet.
@@ -46,34 +40,6 @@ reduce_max = _no_grad(tensor.max)
 reduce_min = _no_grad(tensor.min)
 
 # ---- differentiable: autograd ----
-abs = ag.abs
-neg = ag.negative
-exp = ag.exp
-log = ag.log
-sqrt = ag.sqrt
-reciprocal = ag.reciprocal
-relu = ag.relu
-sigmoid = ag.sigmoid
-tanh = ag.tanh
-softplus = ag.softplus
-softsign = ag.softsign
-erf = ag.erf
-sin = ag.sin
-cos = ag.cos
-tan = ag.tan
-asin = ag.asin
-acos = ag.acos
-atan = ag.atan
-sinh = ag.sinh
-cosh = ag.cosh
-asinh = ag.asinh
-acosh = ag.acosh
-atanh = ag.atanh
-add = ag.add
-sub = ag.sub
-mul = ag.mul
-div = ag.div
-pow = ag.pow
 softmax = ag.softmax
 log_softmax = ag.log_softmax
 where = ag.where
@@ -82,14 +48,6 @@ tile = ag.tile
 
 def leakyrelu(x, alpha):
     return ag.leakyrelu(x, alpha)
-
-
-def minimum(a, b):
-    return ag.min(a, b)
-
-
-def maximum(a, b):
-    return ag.max(a, b)
 
 
 def reduce_sum(x, axes, keepdims):

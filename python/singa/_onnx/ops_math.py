@@ -1,12 +1,17 @@
 """Importer handlers: element-wise math, activations, comparisons, logic,
-reductions, Cast and Clip."""
+reductions, Cast and Clip.
+
+The ONNX operators of the op table (singa.opdefs) are registered from its
+rows; the others have a handler each below.
+"""
 
 import math
 
 import numpy as np
-from onnx import TensorProto
+import onnx
+from onnx import TensorProto, helper
 
-from singa import tensor
+from singa import opdefs, tensor
 from singa._onnx import dtypes, fn as F
 from singa._onnx.errors import UnsupportedError, GraphError
 from singa._onnx.registry import op
@@ -17,36 +22,68 @@ def _same_dtype(ref, t):
     return t if t.dtype == ref.dtype else t.as_type(ref.dtype)
 
 
-# ---- plain unary ops: ONNX name -> singa function ----
-_UNARY = {
-    "Abs": F.abs, "Neg": F.neg, "Exp": F.exp, "Log": F.log, "Sqrt": F.sqrt,
-    "Reciprocal": F.reciprocal, "Relu": F.relu, "Sigmoid": F.sigmoid,
-    "Tanh": F.tanh, "Softplus": F.softplus, "Softsign": F.softsign,
-    "Erf": F.erf, "Sin": F.sin, "Cos": F.cos, "Tan": F.tan, "Asin": F.asin,
-    "Acos": F.acos, "Atan": F.atan, "Sinh": F.sinh, "Cosh": F.cosh,
-    "Asinh": F.asinh, "Acosh": F.acosh, "Atanh": F.atanh, "Sign": F.sign,
-    "Ceil": F.ceil, "Floor": F.floor,
-    # ONNX Round rounds halves to even.
-    "Round": F.round_even,
-}
+# ---- the op table (singa.opdefs): ONNX type and attributes -> row ----
+
+def _attr_or_default(n, name):
+    """The node's attribute, or the schema's default for the node's opset."""
+    if name in n.attrs:
+        return n.attrs[name]
+    schema = onnx.defs.get_schema(n.node.op_type, n.opset)
+    value = helper.get_attribute_value(schema.attributes[name].default_value)
+    return value.decode() if isinstance(value, bytes) else value
 
 
-def _unary_handler(f):
-    return lambda n: f(n.x(0))
+# Attribute values of a table operator that no row covers, run as a
+# composition of other ops: ONNX type -> handler.
+COMPOSED = {}
 
 
-for _name, _f in _UNARY.items():
-    op(_name, attrs=("consumed_inputs",))(_unary_handler(_f))
+def _row_importer(onnx_type, rows):
+    fns = [(row, getattr(F, row.fn)) for row in rows]
+    unary = rows[0].arity == 1
+
+    def handler(n):
+        for row, f in fns:
+            if all(_attr_or_default(n, k) == v for k, v in row.attrs.items()):
+                break
+        else:
+            if onnx_type in COMPOSED:
+                return COMPOSED[onnx_type](n)
+            seen = {k: _attr_or_default(n, k) for r in rows for k in r.attrs}
+            raise UnsupportedError(f"attributes {seen} are not supported")
+        if unary:
+            return f(n.x(0))
+        # Binary rows also serve ONNX's variadic Min and Max: fold the inputs.
+        xs = [n.x(i) for i in range(len(n.inputs))]
+        if not xs:
+            raise GraphError("needs at least one input")
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = f(acc, _same_dtype(acc, x))
+        return acc
+    return handler
+
+
+def _register_rows():
+    by_type = {}
+    for row in opdefs.ROWS:
+        if row.onnx is not None:
+            by_type.setdefault(row.onnx, []).append(row)
+    for onnx_type, rows in by_type.items():
+        # attributes of old operator versions that change nothing here
+        legacy = ("consumed_inputs",) if rows[0].arity == 1 else \
+            ("broadcast", "axis", "consumed_inputs")
+        attrs = legacy + tuple({k for r in rows for k in r.attrs})
+        op(onnx_type, attrs=attrs, since=min(r.opset for r in rows))(
+            _row_importer(onnx_type, rows))
+
+
+_register_rows()
 
 
 @op("Identity")
 def identity(n):
     return n.x(0)
-
-
-@op("Not")
-def not_(n):
-    return F.logical_not(n.x(0))
 
 
 # ---- activations with attributes, composed from singa ops ----
@@ -84,7 +121,7 @@ def celu(n):
 @op("ThresholdedRelu", attrs=("alpha",))
 def thresholded_relu(n):
     x = n.x(0)
-    return F.mul(x, F.gt(x, n.attr("alpha", 1.0)))
+    return F.mul(x, F.greater(x, n.attr("alpha", 1.0)))
 
 
 def _hard_sigmoid(x, alpha, beta):
@@ -114,22 +151,6 @@ def swish(n):
     return F.mul(x, F.sigmoid(F.mul(x, n.attr("alpha", 1.0))))
 
 
-@op("Gelu", attrs=("approximate",))
-def gelu(n):
-    x = n.x(0)
-    mode = n.attr("approximate", "none")
-    if mode == "none":
-        # 0.5 x (1 + erf(x / sqrt(2)))
-        inner = F.add(F.erf(F.mul(x, 1.0 / math.sqrt(2.0))), 1.0)
-    elif mode == "tanh":
-        # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-        cube = F.mul(F.mul(F.mul(x, x), x), 0.044715)
-        inner = F.add(F.tanh(F.mul(F.add(x, cube), math.sqrt(2.0 / math.pi))), 1.0)
-    else:
-        raise UnsupportedError(f"approximate={mode!r} is not supported (none, tanh)")
-    return F.mul(F.mul(x, inner), 0.5)
-
-
 @op("PRelu")
 def prelu(n):
     x, slope = n.x(0), n.x(1)
@@ -141,22 +162,22 @@ def prelu(n):
 def shrink(n):
     x = n.x(0)
     lambd, bias = n.attr("lambd", 0.5), n.attr("bias", 0.0)
-    low = F.mul(F.lt(x, -lambd), F.add(x, bias))
-    high = F.mul(F.gt(x, lambd), F.sub(x, bias))
+    low = F.mul(F.less(x, -lambd), F.add(x, bias))
+    high = F.mul(F.greater(x, lambd), F.sub(x, bias))
     return F.add(low, high)
 
 
 @op("IsNaN")
 def is_nan(n):
     x = n.x(0)
-    return F.logical_not(F.eq(x, x))
+    return F.logical_not(F.equal(x, x))
 
 
 @op("IsInf", attrs=("detect_negative", "detect_positive"))
 def is_inf(n):
     x = n.x(0)
-    pos = F.eq(x, math.inf) if n.attr("detect_positive", 1) else None
-    neg = F.eq(x, -math.inf) if n.attr("detect_negative", 1) else None
+    pos = F.equal(x, math.inf) if n.attr("detect_positive", 1) else None
+    neg = F.equal(x, -math.inf) if n.attr("detect_negative", 1) else None
     if pos is None and neg is None:
         return F.mul(x, 0.0)
     if pos is None or neg is None:
@@ -165,26 +186,6 @@ def is_inf(n):
 
 
 # ---- binary and variadic ops (NumPy broadcasting in singa's C++ ops) ----
-
-_BINARY = {"Add": F.add, "Sub": F.sub, "Mul": F.mul, "Div": F.div,
-           "Equal": F.eq, "Greater": F.gt, "GreaterOrEqual": F.ge,
-           "Less": F.lt, "LessOrEqual": F.le, "And": F.logical_and,
-           "Or": F.logical_or, "Xor": F.logical_xor}
-
-
-def _binary_handler(f):
-    return lambda n: f(n.x(0), n.x(1))
-
-
-for _name, _f in _BINARY.items():
-    op(_name, attrs=("broadcast", "axis", "consumed_inputs"), since=7)(_binary_handler(_f))
-
-
-@op("Pow", since=7)
-def pow_(n):
-    x = n.x(0)
-    return F.pow(x, _same_dtype(x, n.x(1)))
-
 
 @op("Mod", attrs=("fmod",))
 def mod(n):
@@ -201,8 +202,8 @@ def mod(n):
     # Python-style mod takes the divisor's sign: shift nonzero remainders
     # whose sign differs from b's.
     zero = F.scalar_like(r, 0)
-    fix = F.logical_and(F.logical_not(F.eq(r, zero)),
-                        F.logical_xor(F.lt(r, zero), F.lt(b, zero)))
+    fix = F.logical_and(F.logical_not(F.equal(r, zero)),
+                        F.logical_xor(F.less(r, zero), F.less(b, zero)))
     return F.add(r, F.mul(_same_dtype(r, fix), b))
 
 
@@ -218,8 +219,6 @@ def _variadic(f):
     return handler
 
 
-op("Max", since=8)(_variadic(F.maximum))
-op("Min", since=8)(_variadic(F.minimum))
 op("Sum", since=8)(_variadic(F.add))
 
 
@@ -252,7 +251,7 @@ def clip(n):
 def cast_to(x, to, where=""):
     """x converted to ONNX element type `to` (see dtypes for the mapping)."""
     if to == TensorProto.BOOL:
-        return F.logical_not(F.eq(x, F.scalar_like(x, 0))).as_type(tensor.int32)
+        return F.logical_not(F.equal(x, F.scalar_like(x, 0))).as_type(tensor.int32)
     want = dtypes.singa_dtype(to, where)
     if x.dtype == want:
         return x

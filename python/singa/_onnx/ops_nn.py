@@ -66,7 +66,7 @@ def _hardmax(x, axis):
     shape = [1] * x.ndim()
     shape[axis] = x.shape[axis]
     ar = tensor.from_numpy(np.arange(x.shape[axis], dtype=np.int32).reshape(shape), x.device)
-    hot = F.eq(idx, ar)
+    hot = F.equal(idx, ar)
     return F.broadcast_to(hot, tuple(x.shape)).as_type(x.dtype)
 
 
@@ -177,7 +177,7 @@ def lp_norm(n):
         norm = F.sqrt(F.reduce_sum(F.mul(x, x), (axis,), True))
     else:
         raise UnsupportedError(f"p={p} is not supported (1 or 2)")
-    zero = F.eq(norm, F.scalar_like(norm, 0.0))
+    zero = F.equal(norm, F.scalar_like(norm, 0.0))
     # A zero norm gives zeros, not NaN: divide by 1 there instead.
     return F.div(x, F.add(norm, zero))
 

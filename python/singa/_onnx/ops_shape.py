@@ -228,7 +228,7 @@ def gather_elements(n):
     if idx.ndim() != rank:
         raise GraphError(f"indices of rank {idx.ndim()} for data of rank {rank}")
     idx = idx.as_type(tensor.int32) if idx.dtype != tensor.int32 else idx
-    idx = F.where(F.lt(idx, F.scalar_like(idx, 0)), F.add(idx, length), idx)
+    idx = F.where(F.less(idx, F.scalar_like(idx, 0)), F.add(idx, length), idx)
     # out = sum_k x[.., k, ..] * (idx == k): one masked term per position
     # along the axis, all in singa's broadcasting ops.
     sub = [slice(0, d) for d in idx.shape]
@@ -238,7 +238,7 @@ def gather_elements(n):
         view[axis] = slice(k, k + 1)
         xk = F.broadcast_to(F.slice(x, [v.start for v in view], [v.stop for v in view],
                                     None, None), idx.shape)
-        mask = F.eq(idx, F.scalar_like(idx, k))
+        mask = F.equal(idx, F.scalar_like(idx, k))
         if x.dtype != mask.dtype:
             mask = mask.as_type(x.dtype)
         term = F.mul(xk, mask)
@@ -340,13 +340,13 @@ def one_hot(n):
     axis = _axis(n.attr("axis", -1), rank)
     if idx.dtype != tensor.int32:
         idx = idx.as_type(tensor.int32)
-    idx = F.where(F.lt(idx, F.scalar_like(idx, 0)), F.add(idx, depth), idx)
+    idx = F.where(F.less(idx, F.scalar_like(idx, 0)), F.add(idx, depth), idx)
     shape = [1] * rank
     shape[axis] = depth
     ar = _int_tensor(np.arange(depth).reshape(shape), n.dev)
     dims = list(idx.shape)
     dims.insert(axis, 1)
-    hot = F.eq(F.reshape(idx, tuple(dims)), ar)
+    hot = F.equal(F.reshape(idx, tuple(dims)), ar)
     off = F.reshape(values[0:1], ())
     on = F.reshape(values[1:2], ())
     out_shape = list(idx.shape)

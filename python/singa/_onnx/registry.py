@@ -135,3 +135,8 @@ class NodeView:
 
     def in_type(self, i=0):
         return self.in_types[i] if i < len(self.in_types) else None
+
+
+# The handler modules register themselves through ``op`` above; importing
+# them here fills OPS whichever module is imported first.
+from singa._onnx import ops_math, ops_shape, ops_nn  # noqa: E402,F401

@@ -1,16 +1,15 @@
 """singa's autograd operators, by family.
 
-Each family module (activation, unary, elementwise, linalg, reduce, shape,
-indexing, conv, norm, loss) defines Operator classes and a function form per class
-(``ReLU`` and ``relu``); ``singa.autograd`` re-exports all of them. The
-helpers below are shared by the families and are defined before the
-families are imported, which they import from here.
+Each family module (see FAMILIES) defines Operator classes and a function
+form per class (``ReLU`` and ``relu``); ``singa.autograd`` re-exports all
+of them. The helpers below are shared by the families and are defined
+before the families are imported, which they import from here.
 """
 
 import numbers
-import sys
 
 from singa import singa_wrap as _cw
+from singa.tensor import Tensor, _wrap
 
 CTensor = _cw.Tensor
 
@@ -84,19 +83,57 @@ def product(shape):
     return p
 
 
-from singa.ops.activation import *  # noqa: E402,F401,F403
-from singa.ops.unary import *  # noqa: E402,F401,F403
-from singa.ops.elementwise import *  # noqa: E402,F401,F403
-from singa.ops.linalg import *  # noqa: E402,F401,F403
-from singa.ops.reduce import *  # noqa: E402,F401,F403
-from singa.ops.shape import *  # noqa: E402,F401,F403
-from singa.ops.indexing import *  # noqa: E402,F401,F403
-from singa.ops.conv import *  # noqa: E402,F401,F403
-from singa.ops.norm import *  # noqa: E402,F401,F403
-from singa.ops.loss import *  # noqa: E402,F401,F403
+def operands(where, a, b):
+    """a and b as Tensors; a number becomes a 0-d constant (no gradient)
+    with the other operand's dtype and device, so the graph stays made of
+    tensors."""
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    if a_t and b_t:
+        return a, b
+    if a_t and _is_number(b):
+        return a, _const_tensor(b, a)
+    if b_t and _is_number(a):
+        return _const_tensor(a, b), b
+    raise TypeError(f"{where}: expected Tensors or numbers, got "
+                    f"{type(a).__name__} and {type(b).__name__}")
 
-# The function ``shape`` shadows the submodule of that name, so the family
-# modules are looked up in sys.modules.
-FAMILIES = ("activation", "unary", "elementwise", "linalg", "reduce", "shape", "indexing",
-            "conv", "norm", "loss")
-__all__ = [n for f in FAMILIES for n in sys.modules[f"singa.ops.{f}"].__all__]
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _const_tensor(value, like):
+    t = _wrap(constant(value, like.data))
+    t.requires_grad = False
+    return t
+
+
+# The families, in the order their names are gathered; a new family module
+# is added here and nowhere else.
+FAMILIES = ("generated", "activation", "unary", "elementwise", "linalg", "reduce", "shape",
+            "indexing", "conv", "norm", "loss")
+
+# singa.autograd defines the Operator engine and then imports every family
+# (which import the helpers above from this package). Importing it here,
+# before the families, gives one order whichever module is imported first.
+import singa.autograd  # noqa: E402,F401
+
+
+def _gather():
+    """Every family's __all__, copied into this package. The families are
+    looked up with importlib: the function ``shape`` replaces the submodule
+    of that name here."""
+    import importlib
+    names = []
+    for family in FAMILIES:
+        module = importlib.import_module(f"singa.ops.{family}")
+        for n in module.__all__:
+            globals()[n] = getattr(module, n)
+        names += module.__all__
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ImportError(f"singa.ops: {twice} defined by more than one family")
+    return names
+
+
+__all__ = _gather()

@@ -1,10 +1,10 @@
-"""Activations, softmax and dropout.
+"""Activations with attributes, softmax and dropout.
 
 Gradients are written with C++ element-wise ops on the saved input or
-output, whichever the formula needs (e.g. sigmoid' = y (1 - y) keeps y).
+output, whichever the formula needs. The activations without attributes
+(relu, sigmoid, tanh, gelu, softplus, softsign) are rows of singa.opdefs,
+made into operators in ops/generated.py.
 """
-
-import math
 
 from singa import singa_wrap as _cw
 from singa import autograd
@@ -12,60 +12,13 @@ from singa.autograd import Operator
 from singa.ops import unbroadcast, norm_axis
 
 __all__ = [
-    "ReLU", "relu", "Sigmoid", "sigmoid", "Tanh", "tanh", "LeakyRelu", "leakyrelu",
-    "Elu", "elu", "SeLU", "selu", "PRelu", "prelu", "Gelu", "gelu",
-    "HardSigmoid", "hardsigmoid", "SoftPlus", "softplus", "SoftSign", "softsign",
-    "SoftMax", "softmax", "LogSoftmax", "log_softmax", "Dropout", "dropout",
+    "LeakyReLU", "LeakyRelu", "leakyrelu", "Elu", "elu", "SeLU", "selu", "PRelu", "prelu",
+    "HardSigmoid", "hardsigmoid", "SoftMax", "softmax", "LogSoftMax", "LogSoftmax",
+    "log_softmax", "Dropout", "dropout",
 ]
 
 
-class ReLU(Operator):
-    """max(x, 0) (ONNX Relu)."""
-
-    def forward(self, x):
-        self._x = x
-        return _cw.ReLU(x)
-
-    def backward(self, dy):
-        return _cw.Mul(dy, _cw.GTScalar(self._x, 0.0))
-
-
-def relu(x):
-    return ReLU()(x)
-
-
-class Sigmoid(Operator):
-    """1 / (1 + e^-x) (ONNX Sigmoid); the gradient is y (1 - y)."""
-
-    def forward(self, x):
-        self._y = y = _cw.Sigmoid(x)
-        return y
-
-    def backward(self, dy):
-        y = self._y
-        return _cw.Mul(dy, _cw.Mul(y, _cw.ScalarSub(1.0, y)))
-
-
-def sigmoid(x):
-    return Sigmoid()(x)
-
-
-class Tanh(Operator):
-    """tanh(x) (ONNX Tanh); the gradient is 1 - y^2."""
-
-    def forward(self, x):
-        self._y = y = _cw.Tanh(x)
-        return y
-
-    def backward(self, dy):
-        return _cw.Mul(dy, _cw.ScalarSub(1.0, _cw.Square(self._y)))
-
-
-def tanh(x):
-    return Tanh()(x)
-
-
-class LeakyRelu(Operator):
+class LeakyReLU(Operator):
     """x for x > 0, alpha x otherwise (ONNX LeakyRelu; attribute alpha)."""
 
     def __init__(self, alpha=0.01, name=None):
@@ -78,12 +31,15 @@ class LeakyRelu(Operator):
 
     def backward(self, dy):
         # slope = 1 where x > 0, alpha elsewhere, as alpha + (1 - alpha) [x > 0]
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         return _cw.Mul(dy, _cw.AddScalar(_cw.MulScalar(pos, 1.0 - self.alpha), self.alpha))
 
 
 def leakyrelu(x, a=0.01):
-    return LeakyRelu(a)(x)
+    return LeakyReLU(a)(x)
+
+
+LeakyRelu = LeakyReLU  # SINGA's name
 
 
 class Elu(Operator):
@@ -104,7 +60,7 @@ class Elu(Operator):
         return y
 
     def backward(self, dy):
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         return _cw.Mul(dy, _cw.Where(pos, pos, _cw.AddScalar(self._y, self.alpha)))
 
 
@@ -129,7 +85,7 @@ class SeLU(Operator):
 
     def backward(self, dy):
         # below zero: gamma alpha e^x = y + gamma alpha
-        pos = _cw.GTScalar(self._x, 0.0)
+        pos = _cw.GreaterScalar(self._x, 0.0)
         slope = _cw.Where(pos, _cw.MulScalar(pos, self.gamma),
                           _cw.AddScalar(self._y, self.gamma * self.alpha))
         return _cw.Mul(dy, slope)
@@ -149,7 +105,7 @@ class PRelu(Operator):
 
     def backward(self, dy):
         x, slope = self._x, self._slope
-        pos = _cw.GTScalar(x, 0.0)
+        pos = _cw.GreaterScalar(x, 0.0)
         dx = _cw.Mul(dy, _cw.Where(pos, pos, slope))
         dslope = _cw.Mul(dy, _cw.MinimumScalar(x, 0.0))
         return unbroadcast(dx, x.shape()), unbroadcast(dslope, slope.shape())
@@ -157,32 +113,6 @@ class PRelu(Operator):
 
 def prelu(x, slope):
     return PRelu()(x, slope)
-
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-class Gelu(Operator):
-    """x Phi(x), Phi the standard normal CDF (ONNX Gelu, approximate='none').
-
-    Gradient: Phi(x) + x phi(x), phi the standard normal density.
-    """
-
-    def forward(self, x):
-        self._x = x
-        erf = _cw.Erf(_cw.MulScalar(x, _SQRT1_2))
-        self._cdf = cdf = _cw.MulScalar(_cw.AddScalar(erf, 1.0), 0.5)
-        return _cw.Mul(x, cdf)
-
-    def backward(self, dy):
-        x = self._x
-        pdf = _cw.MulScalar(_cw.Exp(_cw.MulScalar(_cw.Square(x), -0.5)), _INV_SQRT_2PI)
-        return _cw.Mul(dy, _cw.Add(self._cdf, _cw.Mul(x, pdf)))
-
-
-def gelu(x):
-    return Gelu()(x)
 
 
 class HardSigmoid(Operator):
@@ -200,42 +130,12 @@ class HardSigmoid(Operator):
     def backward(self, dy):
         # slope alpha strictly inside (0, 1), zero where clipped
         y = self._y
-        inside = _cw.Mul(_cw.GTScalar(y, 0.0), _cw.LTScalar(y, 1.0))
+        inside = _cw.Mul(_cw.GreaterScalar(y, 0.0), _cw.LessScalar(y, 1.0))
         return _cw.Mul(dy, _cw.MulScalar(inside, self.alpha))
 
 
 def hardsigmoid(x, alpha=0.2, gamma=0.5):
     return HardSigmoid(alpha, gamma)(x)
-
-
-class SoftPlus(Operator):
-    """log(1 + e^x) (ONNX Softplus); the gradient is sigmoid(x)."""
-
-    def forward(self, x):
-        self._x = x
-        return _cw.SoftPlus(x)
-
-    def backward(self, dy):
-        return _cw.Mul(dy, _cw.Sigmoid(self._x))
-
-
-def softplus(x):
-    return SoftPlus()(x)
-
-
-class SoftSign(Operator):
-    """x / (1 + |x|) (ONNX Softsign); the gradient is 1 / (1 + |x|)^2."""
-
-    def forward(self, x):
-        self._x = x
-        return _cw.SoftSign(x)
-
-    def backward(self, dy):
-        return _cw.Div(dy, _cw.Square(_cw.AddScalar(_cw.Abs(self._x), 1.0)))
-
-
-def softsign(x):
-    return SoftSign()(x)
 
 
 class SoftMax(Operator):
@@ -263,7 +163,7 @@ def softmax(x, axis=-1):
     return SoftMax(axis)(x)
 
 
-class LogSoftmax(Operator):
+class LogSoftMax(Operator):
     """log(softmax(x)) along axis (ONNX LogSoftmax, opset 13).
 
     Gradient: dy - softmax(x) sum(dy, axis), with softmax(x) = e^y.
@@ -284,7 +184,10 @@ class LogSoftmax(Operator):
 
 
 def log_softmax(x, axis=-1):
-    return LogSoftmax(axis)(x)
+    return LogSoftMax(axis)(x)
+
+
+LogSoftmax = LogSoftMax
 
 
 class Dropout(Operator):

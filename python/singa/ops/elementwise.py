@@ -1,212 +1,19 @@
-"""Element-wise arithmetic with broadcasting, comparisons and logic,
-where, variadic sum / mean / min / max, and cast.
+"""Element-wise operators beyond the op table: where, the variadic sum /
+mean / min / max (ONNX Sum, Mean, Min, Max), and cast.
 
-Binary ops broadcast as NumPy (ONNX multidirectional broadcasting) and
-reduce each gradient back to its input's shape. Comparisons and logic have
-no gradient (backward returns None for their inputs). A number given to
-add / sub / mul / div / pow / comparisons becomes a 0-d constant tensor.
+They broadcast as NumPy (ONNX multidirectional broadcasting) and reduce
+each gradient back to its input's shape. The binary arithmetic,
+comparisons and logic (add, less, logical_and, ...) are rows of
+singa.opdefs, made into operators in ops/generated.py.
 """
-
-import numbers
 
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
-from singa.tensor import Tensor, _wrap
 from singa.ops import unbroadcast, constant
 
 __all__ = [
-    "Add", "add", "Sub", "sub", "Mul", "mul", "Div", "div", "Pow", "pow",
-    "Less", "less", "Greater", "greater", "Equal", "equal",
-    "And", "_and", "Or", "_or", "Xor", "_xor", "Where", "where",
-    "Sum", "sum", "Mean", "mean", "Min", "min", "Max", "max", "Cast", "cast",
+    "Where", "where", "Sum", "sum", "Mean", "mean", "Min", "min", "Max", "max", "Cast", "cast",
 ]
-
-
-# ---- binary arithmetic with broadcasting ----
-
-def _operands(where, a, b):
-    """a and b as Tensors; a number becomes a 0-d constant (no gradient)
-    with the other operand's dtype and device, so the graph stays made of
-    tensors."""
-    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    if a_t and b_t:
-        return a, b
-    if a_t and _is_number(b):
-        return a, _const_tensor(b, a)
-    if b_t and _is_number(a):
-        return _const_tensor(a, b), b
-    raise TypeError(f"{where}: expected Tensors or numbers, got "
-                    f"{type(a).__name__} and {type(b).__name__}")
-
-
-def _is_number(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
-def _const_tensor(value, like):
-    t = _wrap(constant(value, like.data))
-    t.requires_grad = False
-    return t
-
-
-class Add(Operator):
-    """a + b with broadcasting (ONNX Add)."""
-
-    def forward(self, a, b):
-        self._shapes = (a.shape(), b.shape())
-        return _cw.Add(a, b)
-
-    def backward(self, dy):
-        sa, sb = self._shapes
-        return unbroadcast(dy, sa), unbroadcast(dy, sb)
-
-
-def add(a, b):
-    return Add()(*_operands("add", a, b))
-
-
-class Sub(Operator):
-    """a - b with broadcasting (ONNX Sub)."""
-
-    def forward(self, a, b):
-        self._shapes = (a.shape(), b.shape())
-        return _cw.Sub(a, b)
-
-    def backward(self, dy):
-        sa, sb = self._shapes
-        return unbroadcast(dy, sa), unbroadcast(_cw.Neg(dy), sb)
-
-
-def sub(a, b):
-    return Sub()(*_operands("sub", a, b))
-
-
-class Mul(Operator):
-    """a * b with broadcasting (ONNX Mul)."""
-
-    def forward(self, a, b):
-        self._a, self._b = a, b
-        return _cw.Mul(a, b)
-
-    def backward(self, dy):
-        a, b = self._a, self._b
-        return unbroadcast(_cw.Mul(dy, b), a.shape()), unbroadcast(_cw.Mul(dy, a), b.shape())
-
-
-def mul(a, b):
-    return Mul()(*_operands("mul", a, b))
-
-
-class Div(Operator):
-    """a / b with broadcasting (ONNX Div); d/db = -y / b."""
-
-    def forward(self, a, b):
-        self._a, self._b = a, b
-        self._y = y = _cw.Div(a, b)
-        return y
-
-    def backward(self, dy):
-        a, b = self._a, self._b
-        da = _cw.Div(dy, b)
-        db = _cw.Neg(_cw.Mul(da, self._y))
-        return unbroadcast(da, a.shape()), unbroadcast(db, b.shape())
-
-
-def div(a, b):
-    return Div()(*_operands("div", a, b))
-
-
-class Pow(Operator):
-    """a ** b with broadcasting (ONNX Pow).
-
-    d/da = b a^(b-1); d/db = y ln(a), defined for a > 0.
-    """
-
-    def forward(self, a, b):
-        self._a, self._b = a, b
-        self._y = y = _cw.Pow(a, b)
-        return y
-
-    def backward(self, dy):
-        a, b = self._a, self._b
-        da = db = None
-        if self.needs_grad(0):
-            da = unbroadcast(_cw.Mul(dy, _cw.Mul(b, _cw.Pow(a, _cw.AddScalar(b, -1.0)))),
-                             a.shape())
-        # skipped for a constant exponent, where ln(a) may be undefined
-        if self.needs_grad(1):
-            db = unbroadcast(_cw.Mul(dy, _cw.Mul(self._y, _cw.Log(a))), b.shape())
-        return da, db
-
-
-def pow(a, b):
-    return Pow()(*_operands("pow", a, b))
-
-
-# ---- comparisons and logic: 0 / 1 outputs in the inputs' dtype ----
-
-class _NoGrad2(Operator):
-    fn = None
-
-    def forward(self, a, b):
-        return type(self).fn(a, b)
-
-    def backward(self, dy):
-        return None, None
-
-
-class Less(_NoGrad2):
-    """a < b (ONNX Less)."""
-    fn = _cw.LT
-
-
-class Greater(_NoGrad2):
-    """a > b (ONNX Greater)."""
-    fn = _cw.GT
-
-
-class Equal(_NoGrad2):
-    """a == b (ONNX Equal)."""
-    fn = _cw.EQ
-
-
-class And(_NoGrad2):
-    """Logical and of nonzero tests (ONNX And)."""
-    fn = _cw.And
-
-
-class Or(_NoGrad2):
-    """Logical or (ONNX Or)."""
-    fn = _cw.Or
-
-
-class Xor(_NoGrad2):
-    """Logical xor (ONNX Xor)."""
-    fn = _cw.Xor
-
-
-def less(a, b):
-    return Less()(*_operands("less", a, b))
-
-
-def greater(a, b):
-    return Greater()(*_operands("greater", a, b))
-
-
-def equal(a, b):
-    return Equal()(*_operands("equal", a, b))
-
-
-def _and(a, b):
-    return And()(*_operands("_and", a, b))
-
-
-def _or(a, b):
-    return Or()(*_operands("_or", a, b))
-
-
-def _xor(a, b):
-    return Xor()(*_operands("_xor", a, b))
 
 
 class Where(Operator):
@@ -290,7 +97,7 @@ class _Extremum(Operator):
         taken = None
         grads = []
         for x in self._xs:
-            hit = _cw.EQ(x, y)
+            hit = _cw.Equal(x, y)
             if taken is not None:
                 hit = _cw.Mul(hit, _cw.ScalarSub(1.0, taken))
                 taken = _cw.Add(taken, hit)

@@ -248,13 +248,13 @@ class OneHot(Operator):
         n = x.nDim() + 1
         axis = norm_axis(self.axis, n, "onehot", list(x.shape()) + ["depth"])
         idx = x.AsType(_cw.kFloat32) if x.data_type() != _cw.kFloat32 else x
-        idx = _cw.Add(idx, _cw.MulScalar(_cw.LTScalar(idx, 0.0), float(self.depth)))
+        idx = _cw.Add(idx, _cw.MulScalar(_cw.LessScalar(idx, 0.0), float(self.depth)))
         ar_shape = [1] * n
         ar_shape[axis] = self.depth
         positions = _from_host(np.arange(self.depth).reshape(ar_shape), x.device(), _cw.kFloat32)
         s = list(x.shape())
         s.insert(axis, 1)
-        hot = _cw.EQ(idx.Reshape(s), positions)
+        hot = _cw.Equal(idx.Reshape(s), positions)
         off, on = self.values
         return _cw.AddScalar(_cw.MulScalar(hot, on - off), off)
 

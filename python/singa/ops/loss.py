@@ -42,7 +42,7 @@ def _targets(x, t, where):
                              f"{x.shape()} ({c} classes)")
     classes = _cw.Tensor((1, c), x.device(), _cw.kFloat32)
     classes.CopyDataFromHostPtr(np.arange(c, dtype=np.float32))
-    hot = _cw.EQ(labels.Reshape([n, 1]), classes)
+    hot = _cw.Equal(labels.Reshape([n, 1]), classes)
     return hot if x.data_type() == _cw.kFloat32 else hot.AsType(x.data_type())
 
 
@@ -178,7 +178,7 @@ class RankingLoss(Operator):
         if pos.shape() != neg.shape():
             raise ValueError(f"ranking_loss: shapes {pos.shape()} and {neg.shape()} differ")
         margin = _cw.AddScalar(_cw.Sub(neg, pos), self.M)
-        self._active = _cw.GTScalar(margin, 0.0)
+        self._active = _cw.GreaterScalar(margin, 0.0)
         self._size = max(pos.Size(), 1)
         return _cw.MulScalar(_total(_cw.ReLU(margin)), 1.0 / self._size)
 

@@ -154,6 +154,20 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   }
 #include "singa/core/ops.def"
 
+const char* UnaryOpNames() {
+  return ""
+#define SINGA_UNARY_OP(Name, expr) " " #Name
+#include "singa/core/ops.def"
+      ;
+}
+
+const char* BinaryOpNames() {
+  return ""
+#define SINGA_BINARY_OP(Name, expr) " " #Name
+#include "singa/core/ops.def"
+      ;
+}
+
 Tensor Clip(const Tensor& x, float low, float high) {
   SINGA_CHECK(!(low > high), ValueError, "Clip: min ", low,
               " is greater than max ", high);
