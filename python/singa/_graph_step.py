@@ -12,7 +12,8 @@ values. What cannot be replayed is handled, never silently wrong:
   the step again, said at debug level on the ``singa.model`` logger;
 * a host read in the middle of the step (``to_numpy``, ``nonzero``,
   ``item`` ...) cannot be recorded: the step runs eagerly from then on,
-  with a RuntimeWarning naming the op that read.
+  with a RuntimeWarning naming the op that read; so does a step whose
+  optimizer is a DistOpt (its collectives work on host memory).
 """
 
 import logging
@@ -105,7 +106,7 @@ class StepGraph:
             return step(*args, **kwargs)
         if key == self.key and self.dev.graph_id() == self.graph_id \
                 and not self.dev.graph_enabled():
-            for own, a in zip(self.inputs, (a for a in _tensors(args, kwargs))):
+            for own, a in zip(self.inputs, _tensors(args, kwargs)):
                 own.data.CopyData(a.data)
             self.dev.RunGraph(sequential)
             return self.outputs
@@ -124,11 +125,24 @@ class StepGraph:
             log.debug("%s: recording the graph of the %s", name, _describe(key))
         self.drop()
         dev.ResetGraph()
+        from singa.opt import DistOpt
+        if isinstance(model.optimizer, DistOpt):
+            # MPI reads and writes host memory mid-step, which a recording
+            # cannot hold; found before recording, so no collective starts.
+            why = ("graph mode cannot record DistOpt's all-reduce (MPI works on host "
+                   "memory in the middle of the step)")
+            self.eager_keys[key] = why
+            warnings.warn(f"{name}: {why}; this step runs eagerly", RuntimeWarning, stacklevel=4)
+            return step(*args, **kwargs)
         copies = {}
         own_args = [_own(a, copies) for a in args]
         own_kwargs = {k: _own(v, copies) for k, v in kwargs.items()}
-        if model.optimizer is not None:
-            model.optimizer._ensure_device(dev)
+        # The optimizer's scheduled values move to the device now, not in
+        # the recording (a DistOpt wraps the optimizer as .opt).
+        inner = getattr(model.optimizer, "opt", model.optimizer)
+        ensure = getattr(inner, "_ensure_device", None)
+        if ensure is not None:
+            ensure(dev)
         dev.EnableGraph(True)
         try:
             out = step(*own_args, **own_kwargs)

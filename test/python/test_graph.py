@@ -149,6 +149,7 @@ def test_memory_stats_and_lazy_allocation(dev):
     (lambda t: cw.SumAll(t.data), "SumAll"),
     (lambda t: t.l2(), "l2"),
     (lambda t: cw.IndexSelect(t.data, cw.Tensor((2,), t.device, tensor.int32), 0), "IndexSelect"),
+    (lambda t: memoryview(cw.HostBuffer(t.data)), "HostBuffer"),
 ])
 def test_host_reads_while_recording_raise_graph_error(dev, read, name):
     t = _t(np.arange(4.0), dev)
@@ -537,3 +538,44 @@ def test_recomputing_intermediates_saves_memory_and_changes_no_value(sequential)
 def test_recompute_budget_is_checked(dev):
     with pytest.raises(ValueError, match=r"share of the run time in \[0, 1\], got 2"):
         dev.SetRecomputeBudget(2.0)
+
+
+_DISTOPT_SCRIPT = r"""
+import sys, warnings
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from test_graph import _MLP, _batches
+from singa import device, opt, tensor
+res = []
+for graph in (True, False):
+    dev = device.create_separate_cpu_device()
+    dev.SetRandSeed(0)
+    m = _MLP()
+    m.set_optimizer(opt.DistOpt(opt.SGD(lr=0.1, momentum=0.9)))
+    data = _batches("mlp", 4)
+    m.compile([tensor.from_numpy(data[0][0], dev)], use_graph=graph)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for x, y in data:
+            m(tensor.from_numpy(x, dev), tensor.from_numpy(y, dev))
+    res.append(({k: v.numpy() for k, v in m.get_states().items()},
+                [str(x.message) for x in w]))
+(g, gw), (e, ew) = res
+assert ew == [] and len(gw) == 1, (gw, ew)
+assert "cannot record DistOpt's all-reduce" in gw[0] and "runs eagerly" in gw[0], gw
+for k in e:
+    np.testing.assert_array_equal(g[k], e[k])
+print("ok")
+"""
+
+
+def test_a_distopt_step_runs_eagerly_with_a_warning():
+    # in a process of its own: MPI is initialised once per process
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("mpi4py")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", _DISTOPT_SCRIPT, here], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
