@@ -21,6 +21,15 @@ const Strides* OperandStrides(const Tensor& x, const Shape& out_shape, const cha
   return buf;
 }
 
+// x, or a copy of it in *copy when writing out would overwrite x's
+// elements before they are read. A reference, so that the closure's capture
+// is the only copy of an operand.
+const Tensor& Operand(const Tensor& x, const Tensor& out, Tensor* copy) {
+  if (SameLayout(x, out)) return x;
+  *copy = Unaliased(x, out);
+  return *copy;
+}
+
 // Strides of a scalar operand of an ndim-dimensional op (in *buf only for
 // more dimensions than views usually have).
 const Strides* ScalarStrides(size_t ndim, Strides* buf) {
@@ -41,12 +50,13 @@ void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
     return;
   }
   if (out->Size() == 0) return;
-  Tensor src = SameLayout(x, *out) ? x : Unaliased(x, *out);
+  Tensor copy;
+  const Tensor& src = Operand(x, *out, &copy);
   Strides broadcast;
   const Strides* xs = OperandStrides(src, out->shape(), name, &broadcast);
   CheckComputeType(name, x.data_type());
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), xs});
-  Tensor o = *out;
+  Tensor& o = *out;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
       [sp, src, o, op](Context*) mutable {
         SINGA_TYPE_SWITCH(o.data_type(), T,
@@ -87,8 +97,9 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
     return;
   }
   if (out->Size() == 0) return;
-  Tensor ta = Unaliased(a, *out);
-  Tensor tb = b ? Unaliased(*b, *out) : Tensor();
+  Tensor a_copy, b_copy;
+  const Tensor& ta = Operand(a, *out, &a_copy);
+  const Tensor& tb = b ? Operand(*b, *out, &b_copy) : b_copy;
   Strides a_broadcast, b_broadcast;
   const Strides* sa = OperandStrides(ta, out->shape(), name, &a_broadcast);
   const Strides* sb = b ? OperandStrides(tb, out->shape(), name, &b_broadcast)
@@ -97,7 +108,7 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   ElemSpace sp = b_scalar && scalar_first
                      ? MakeElemSpace(out->shape(), {&out->stride(), sb, sa})
                      : MakeElemSpace(out->shape(), {&out->stride(), sa, sb});
-  Tensor o = *out;
+  Tensor& o = *out;
   const bool has_scalar = b_scalar != nullptr;
   const float scalar = has_scalar ? *b_scalar : 0.f;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
