@@ -104,9 +104,9 @@ class Block : public std::enable_shared_from_this<Block> {
   // Returns the memory to the device (or lets go of placed memory); its
   // contents are lost.
   void Release();
-  // Uses memory owned by someone else (a graph's arena) until Release; the
-  // block must hold no memory.
+  // Uses memory owned by someone else (a graph's arena) until Release.
   void Place(void* ptr) {
+    Release();
     data_ = ptr;
     owned_ = false;
   }
