@@ -2,8 +2,19 @@
 // points (which raise RuntimeError in a build without CUDA).
 %shared_ptr(singa::Device)
 %shared_ptr(singa::CppCPU)
+%shared_ptr(singa::Graph)
 
 namespace singa {
+
+// A recorded graph, kept aside by its owner (Device.CurrentGraph) and held
+// again with Device.AttachGraph.
+class Graph {
+ public:
+  uint64_t id() const;
+  size_t size() const;
+ private:
+  Graph();
+};
 
 struct MemStats {
   size_t allocated;
@@ -21,6 +32,8 @@ class Device {
   void RunGraph(bool serial = false);
   void ResetGraph();
   uint64_t graph_id() const;
+  std::shared_ptr<Graph> CurrentGraph() const;
+  void AttachGraph(std::shared_ptr<Graph> graph);
   void SetVerbosity(int verbosity);
   void SetSkipIteration(int skip);
   void SetRecomputeBudget(double share);

@@ -9,13 +9,16 @@ Python per op, and returns the same output tensors, now holding this step's
 values. What cannot be replayed is handled, never silently wrong:
 
 * inputs of another shape or dtype (or other non-tensor arguments) record
-  the step again, said at debug level on the ``singa.model`` logger;
+  the step again, said at debug level on the ``singa.model`` logger; the
+  last few recordings are kept, so alternating between a training batch,
+  an epoch's last smaller batch and evaluation replays each of them;
 * a host read in the middle of the step (``to_numpy``, ``nonzero``,
   ``item`` ...) cannot be recorded: the step runs eagerly from then on,
   with a RuntimeWarning naming the op that read; so does a step whose
   optimizer is a DistOpt (its collectives work on host memory).
 """
 
+import collections
 import logging
 import os
 import traceback
@@ -76,21 +79,34 @@ def _culprit(tb):
     return frames[-1].name if frames else "an op"
 
 
+class _Recording:
+    """One recorded step: its graph, the model's copies of the inputs and
+    the outputs it returns."""
+
+    def __init__(self, dev, graph, inputs, outputs):
+        self.dev, self.graph, self.inputs, self.outputs = dev, graph, inputs, outputs
+
+
 class StepGraph:
-    """One model's recorded step and what it needs to replay it."""
+    """One model's recorded steps (the few last input signatures) and what
+    they need to replay."""
+
+    # Recordings kept per model: enough for a training step, its last
+    # smaller batch of an epoch and an evaluation step or two.
+    KEEP = 4
 
     def __init__(self):
-        self.key = None
-        self.dev = None
-        self.graph_id = None
-        self.inputs = None     # the model's copies of the tensor inputs
-        self.outputs = None
-        self.eager_keys = {}   # key -> why it runs eagerly
+        self.recordings = collections.OrderedDict()  # key -> _Recording
+        self.last_key = None
+        self.eager_keys = {}                         # key -> why it runs eagerly
 
     def drop(self):
-        if self.dev is not None and self.dev.graph_id() == self.graph_id:
-            self.dev.ResetGraph()
-        self.key = self.dev = self.graph_id = self.inputs = self.outputs = None
+        """Forgets every recording (the device lets go of the one it holds)."""
+        for rec in self.recordings.values():
+            if rec.dev.graph_id() == rec.graph.id():
+                rec.dev.ResetGraph()
+        self.recordings.clear()
+        self.last_key = None
 
     def call(self, model, step, args, kwargs, sequential):
         """Runs step(*args, **kwargs) (a bound method of model) through the
@@ -104,13 +120,17 @@ class StepGraph:
             return step(*args, **kwargs)
         if key in self.eager_keys:
             return step(*args, **kwargs)
-        if key == self.key and self.dev.graph_id() == self.graph_id \
-                and not self.dev.graph_enabled():
-            for own, a in zip(self.inputs, _tensors(args, kwargs)):
-                own.data.CopyData(a.data)
-            self.dev.RunGraph(sequential)
-            return self.outputs
-        return self._record(model, step, key, args, kwargs, sequential)
+        rec = self.recordings.get(key)
+        if rec is None or rec.dev.graph_enabled():
+            return self._record(model, step, key, args, kwargs, sequential)
+        self.recordings.move_to_end(key)
+        self.last_key = key
+        if rec.dev.graph_id() != rec.graph.id():
+            rec.dev.AttachGraph(rec.graph)
+        for own, a in zip(rec.inputs, _tensors(args, kwargs)):
+            own.data.CopyData(a.data)
+        rec.dev.RunGraph(sequential)
+        return rec.outputs
 
     def _record(self, model, step, key, args, kwargs, sequential):
         name = type(model).__name__
@@ -118,13 +138,6 @@ class StepGraph:
         if dev.graph_enabled():
             log.debug("%s: %s is already recording a graph; running eagerly", name, dev.name())
             return step(*args, **kwargs)
-        if self.key is not None:
-            log.debug("%s: recording the graph again: %s, was %s", name, _describe(key),
-                      _describe(self.key))
-        else:
-            log.debug("%s: recording the graph of the %s", name, _describe(key))
-        self.drop()
-        dev.ResetGraph()
         from singa.opt import DistOpt
         if isinstance(model.optimizer, DistOpt):
             # MPI reads and writes host memory mid-step, which a recording
@@ -134,6 +147,13 @@ class StepGraph:
             self.eager_keys[key] = why
             warnings.warn(f"{name}: {why}; this step runs eagerly", RuntimeWarning, stacklevel=4)
             return step(*args, **kwargs)
+        if self.last_key is not None:
+            log.debug("%s: recording the graph again: %s, was %s", name, _describe(key),
+                      _describe(self.last_key))
+        else:
+            log.debug("%s: recording the graph of the %s", name, _describe(key))
+        # The device lets go of the graph it holds (kept by its owner, if any).
+        dev.ResetGraph()
         copies = {}
         own_args = [_own(a, copies) for a in args]
         own_kwargs = {k: _own(v, copies) for k, v in kwargs.items()}
@@ -159,9 +179,11 @@ class StepGraph:
             dev.ResetGraph()
             raise
         dev.EnableGraph(False)
-        self.key, self.dev, self.graph_id = key, dev, dev.graph_id()
-        self.inputs = list(_tensors(own_args, own_kwargs))
-        self.outputs = out
+        self.recordings[key] = _Recording(dev, dev.CurrentGraph(),
+                                          list(_tensors(own_args, own_kwargs)), out)
+        self.last_key = key
+        while len(self.recordings) > self.KEEP:
+            self.recordings.popitem(last=False)
         dev.RunGraph(sequential)
         return out
 

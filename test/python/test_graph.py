@@ -161,6 +161,33 @@ def test_host_reads_while_recording_raise_graph_error(dev, read, name):
     assert issubclass(device.GraphError, RuntimeError)
 
 
+def test_recordings_can_be_kept_and_held_again(dev):
+    a = _t(np.ones(3), dev)
+    dev.EnableGraph(True)
+    b = a * 2.0
+    dev.EnableGraph(False)
+    first = dev.CurrentGraph()
+    assert first.id() == dev.graph_id() != 0 and first.size() == 1
+    dev.ResetGraph()
+    assert dev.graph_id() == 0 and dev.CurrentGraph() is None
+    dev.EnableGraph(True)
+    c = a + 5.0
+    dev.EnableGraph(False)
+    second = dev.CurrentGraph()
+    dev.AttachGraph(first)
+    a.copy_from_numpy(np.full(3, 4.0, np.float32))
+    dev.RunGraph()
+    np.testing.assert_allclose(b.numpy(), 8.0)
+    dev.AttachGraph(second)
+    dev.RunGraph()
+    np.testing.assert_allclose(c.numpy(), 9.0)
+    with pytest.raises(RuntimeError, match="recorded on another device than cpu:"):
+        device.create_separate_cpu_device().AttachGraph(first)
+    dev.EnableGraph(True)
+    with pytest.raises(device.GraphError, match="AttachGraph: cpu:.* is recording"):
+        dev.AttachGraph(first)
+
+
 def test_run_graph_while_recording_is_an_error(dev):
     dev.EnableGraph(True)
     with pytest.raises(RuntimeError, match="still recording"):
@@ -356,7 +383,7 @@ def test_eval_forward_is_replayed_on_new_inputs():
     assert dev.graph_size() == 0  # graph(False) dropped it
 
 
-def test_a_new_batch_shape_records_again(caplog):
+def test_a_new_batch_shape_records_again_and_both_are_kept(caplog):
     dev = device.create_separate_cpu_device()
     m = _MLP()
     m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9))
@@ -373,9 +400,52 @@ def test_a_new_batch_shape_records_again(caplog):
     msgs = [r.getMessage() for r in caplog.records]
     assert any("recording the graph again" in s and "(4, 12)" in s and "(6, 12)" in s
                for s in msgs), msgs
-    assert sum("recording" in s for s in msgs) == 3
+    # the first shape's recording is kept and replayed when it comes back
+    assert sum("recording" in s for s in msgs) == 2
     for k, v in ref.get_states().items():
         np.testing.assert_allclose(m.get_states()[k].numpy(), v.numpy(), atol=1e-6)
+
+
+def test_training_and_evaluation_steps_of_two_models_share_a_device(caplog):
+    dev = device.create_separate_cpu_device()
+    data = _batches("mlp", 6)
+    nets, refs = [], []
+    for seed in (1, 2):
+        for graph, out in ((True, nets), (False, refs)):
+            dev.SetRandSeed(seed)
+            m = _MLP()
+            m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9))
+            m.compile([tensor.from_numpy(data[0][0], dev)], use_graph=graph)
+            out.append(m)
+    with caplog.at_level(logging.DEBUG, logger="singa.model"):
+        for x, y in data:
+            for group in (nets, refs):
+                for m in group:
+                    m.train()
+                    m(tensor.from_numpy(x, dev), tensor.from_numpy(y, dev))
+                    m.eval()
+                    m(tensor.from_numpy(x, dev))
+    # each model recorded one training and one evaluation step
+    assert sum("recording" in r.getMessage() for r in caplog.records) == 4
+    for m, ref in zip(nets, refs):
+        for k, v in ref.get_states().items():
+            np.testing.assert_array_equal(m.get_states()[k].numpy(), v.numpy())
+        np.testing.assert_array_equal(m(tensor.from_numpy(data[0][0], dev)).numpy(),
+                                      ref(tensor.from_numpy(data[0][0], dev)).numpy())
+
+
+def test_a_model_keeps_a_few_recordings():
+    from singa._graph_step import StepGraph
+    dev = device.create_separate_cpu_device()
+    m = _MLP()
+    m.set_optimizer(opt.SGD(lr=0.1))
+    m.compile([tensor.from_numpy(_batches("mlp", 1)[0][0], dev)], use_graph=True)
+    for batch in range(2, 2 + StepGraph.KEEP + 2):
+        (x, y), = _batches("mlp", 1, batch=batch)
+        m(tensor.from_numpy(x, dev), tensor.from_numpy(y, dev))
+    assert len(m._graph.recordings) == StepGraph.KEEP
+    m.graph(False)
+    assert not m._graph.recordings and dev.graph_size() == 0
 
 
 def test_a_new_dtype_records_again(caplog):

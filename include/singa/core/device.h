@@ -71,10 +71,14 @@ class Device : public std::enable_shared_from_this<Device> {
   void RunGraph(bool serial = false);
   // Drops the recorded work (and the blocks only it held).
   void ResetGraph();
-  // Changes every time the graph is reset, so an owner can tell that the
-  // graph it recorded is still the one held.
-  uint64_t graph_id() const { return graph_id_; }
+  // The id of the graph held (unique per graph, 0 when none), so an owner
+  // can tell that the graph it recorded is still the one held.
+  uint64_t graph_id() const;
   Graph* graph() { return graph_.get(); }
+  // The graph held, shared: a caller may keep several recordings and make
+  // one the held graph again with AttachGraph (while not recording).
+  std::shared_ptr<Graph> CurrentGraph() const { return graph_; }
+  void AttachGraph(std::shared_ptr<Graph> graph);
   // 0: quiet; 1: RunGraph times ops by kind; 2: and op by op.
   void SetVerbosity(int verbosity);
   // Runs not counted in the time profile (warm-up).
@@ -115,8 +119,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<size_t> allocated_{0};
   std::atomic<size_t> peak_{0};
   bool recording_ = false;
-  std::unique_ptr<Graph> graph_;
-  uint64_t graph_id_ = 0;
+  std::shared_ptr<Graph> graph_;
   int verbosity_ = 0;
   int skip_ = 0;
   double recompute_budget_ = 0.05;

@@ -36,7 +36,10 @@ class Graph {
  public:
   using Fn = std::function<void(Context*)>;
 
-  explicit Graph(Device* device) : device_(device) {}
+  explicit Graph(Device* device);
+
+  uint64_t id() const { return id_; }
+  Device* device() const { return device_; }
 
   void AddOp(Fn fn, const std::vector<Block*>& reads, const std::vector<Block*>& writes);
   // Runs every op once: in recorded order when serial, else in demand
@@ -110,6 +113,7 @@ class Graph {
   void ForEachOp(bool serial, F f) const;
 
   Device* device_;
+  uint64_t id_;
   MemoryPlan memory_[2];  // [serial]
   double recompute_budget_ = 0.05;
   std::vector<Node> nodes_;

@@ -93,7 +93,7 @@ void Device::Exec(std::function<void(Context*)> fn, const std::vector<Block*>& r
 
 void Device::EnableGraph(bool enable) {
   if (enable && !graph_) {
-    graph_ = std::make_unique<Graph>(this);
+    graph_ = std::make_shared<Graph>(this);
     graph_->set_verbosity(verbosity_);
     graph_->set_skip(skip_);
     graph_->set_recompute_budget(recompute_budget_);
@@ -109,8 +109,21 @@ void Device::RunGraph(bool serial) {
 
 void Device::ResetGraph() {
   graph_.reset();
-  ++graph_id_;
   if (recording_) EnableGraph(true);
+}
+
+uint64_t Device::graph_id() const { return graph_ ? graph_->id() : 0; }
+
+void Device::AttachGraph(std::shared_ptr<Graph> graph) {
+  SINGA_CHECK(!recording_, GraphError, "AttachGraph: ", name(),
+              " is recording; call EnableGraph(False) first");
+  SINGA_CHECK(!graph || graph->device() == this, DeviceError,
+              "AttachGraph: the graph was recorded on another device than ", name());
+  graph_ = std::move(graph);
+  if (graph_) {
+    graph_->set_verbosity(verbosity_);
+    graph_->set_skip(skip_);
+  }
 }
 
 void Device::SetVerbosity(int verbosity) {

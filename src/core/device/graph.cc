@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,12 @@
 #include <regex>
 
 namespace singa {
+
+namespace {
+std::atomic<uint64_t> next_graph_id{1};
+}  // namespace
+
+Graph::Graph(Device* device) : device_(device), id_(next_graph_id++) {}
 
 size_t Graph::Info(Block* b, bool read_first) {
   auto it = index_.find(b);
