@@ -7,7 +7,8 @@ CUDA. Device objects expose ``id()``, ``SetRandSeed(seed)`` and ``Sync()``,
 keeps for reuse) and SINGA's graph methods: ``EnableGraph(flag)``,
 ``graph_enabled()``, ``RunGraph(serial=False)``, ``ResetGraph()``,
 ``SetVerbosity(level)``, ``SetSkipIteration(n)`` and
-``PrintTimeProfiling()`` (see doc/graph.md).
+``PrintTimeProfiling()``, with singa's ``SetRecomputeBudget(share)``,
+``CurrentGraph()`` and ``AttachGraph(graph)`` (see doc/graph.md).
 """
 
 import contextlib
