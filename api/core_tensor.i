@@ -1,10 +1,34 @@
 // Tensor and the tensor-level functions. Host copies go through the Python
 // buffer protocol, so NumPy arrays pass without the NumPy C API.
 
+%{
+// Takes a C-contiguous buffer from o, turning the buffer protocol's own
+// errors (BufferError for a read-only target, ValueError for a strided
+// one) into TypeError for a non-buffer and ValueError naming the problem.
+static int SingaGetBuffer(PyObject* o, Py_buffer* view, bool writable, const char* fn) {
+  if (!PyObject_CheckBuffer(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a buffer (a NumPy array, bytes or "
+                 "memoryview), got %s", fn, Py_TYPE(o)->tp_name);
+    return 0;
+  }
+  int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(o, view, flags) == 0) return 1;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_Format(PyExc_ValueError, "%s: the %s buffer must be C-contiguous%s (%S)", fn,
+               Py_TYPE(o)->tp_name, writable ? " and writable" : "",
+               value ? value : Py_None);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return 0;
+}
+%}
+
 // A read-only contiguous buffer: numpy arrays, bytes, memoryviews.
 %typemap(in) (const void* src, size_t nbytes) (Py_buffer view) {
   view.obj = NULL;
-  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+  if (!SingaGetBuffer($input, &view, false, "$symname")) SWIG_fail;
   $1 = view.buf;
   $2 = static_cast<size_t>(view.len);
 }
@@ -14,8 +38,7 @@
 // A writable contiguous buffer that receives a tensor's elements.
 %typemap(in) (void* dst, size_t nbytes) (Py_buffer view) {
   view.obj = NULL;
-  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0)
-    SWIG_fail;
+  if (!SingaGetBuffer($input, &view, true, "$symname")) SWIG_fail;
   $1 = view.buf;
   $2 = static_cast<size_t>(view.len);
 }
@@ -51,7 +74,7 @@ class Tensor {
   std::shared_ptr<Device> device() const;
   bool empty() const;
   bool IsContiguous() const;
-  bool transpose() const;
+  bool IsTransposed() const;
 
   Tensor Reshape(const std::vector<size_t>& shape) const;
   Tensor Transpose(const std::vector<size_t>& axes) const;
@@ -79,6 +102,11 @@ class Tensor {
 };
 
 }  // namespace singa
+
+// SINGA's name for IsTransposed, kept for scripts that call it on a CTensor.
+%extend singa::Tensor {
+  bool transpose() const { return $self->IsTransposed(); }
+}
 
 %template(VecTensor) std::vector<singa::Tensor>;
 

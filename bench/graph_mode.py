@@ -97,8 +97,8 @@ def _singa_models():
             self.fc = layer.Linear(10)
 
         def forward(self, x):
-            seq, _ = self.lstm1(x)
-            _, (h, _) = self.lstm2(seq)
+            seq, _, _ = self.lstm1(x)   # outputs, last h, last c
+            _, h, _ = self.lstm2(seq)
             return self.fc(h)
 
     def lenet():

@@ -79,7 +79,7 @@ def bench_singa(workload, threads, steps, warmup, rng):
             grads = list(autograd.backward(loss))
             t3 = time.perf_counter()
             for p, g in grads:
-                sgd.update(p, g)
+                sgd.apply(p.name, p, g)
             sgd.step()
             grads[0][0].data.device().Sync()
             t4 = time.perf_counter()

@@ -9,7 +9,11 @@ __version__ = "0.1.0"
 
 
 def set_num_threads(n):
-    """Sets the threads used by the CPU kernels and BLAS."""
+    """Sets the threads used by the CPU kernels and BLAS.
+
+    n is capped at the processors this process may use; n < 1 or n > 4096
+    raises ValueError.
+    """
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"set_num_threads: expected an int, got {type(n).__name__}")
     _cw.SetNumThreads(n)

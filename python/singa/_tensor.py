@@ -59,10 +59,20 @@ def _check_shape(shape, where):
 def _scalar(x):
     """x as a Python float, or None when x is not a real number."""
     if isinstance(x, (float, int)) and not isinstance(x, bool):
-        return float(x)
+        return _to_float(x)
     if isinstance(x, (numbers.Real, np.number)) and not isinstance(x, (bool, np.bool_)):
-        return float(x)
+        return _to_float(x)
     return None
+
+
+def _to_float(x):
+    try:
+        return float(x)
+    except OverflowError:
+        # An int past float64: certainly past float32 (as the core says for
+        # a float that is too large).
+        raise ValueError(f"an integer of {int(x).bit_length()} bits is outside the "
+                         "float32 range") from None
 
 
 _new = object.__new__
@@ -155,7 +165,7 @@ class Tensor:
         return self.data.MemSize()
 
     def is_transpose(self):
-        return self.data.transpose()
+        return self.data.IsTransposed()
 
     def is_contiguous(self):
         return self.data.IsContiguous()
@@ -474,7 +484,8 @@ def _index_view(ct, key):
             if n:
                 offset += start * strides[dim]
             new_shape.append(n)
-            new_strides.append(strides[dim] * step)
+            # One element needs no step; a huge one would overflow int64.
+            new_strides.append(strides[dim] * step if n > 1 else strides[dim])
             dim += 1
         elif isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)):
             n = shape[dim]

@@ -1,14 +1,18 @@
 """Weight initialisers: each fills a tensor in place and returns it.
 
-Fan-in and fan-out follow singa's own layouts:
+Fan-in and fan-out follow SINGA's rules (``_compute_fans``):
 
-* 1-D tensors (biases, scales): fan_in = fan_out = the length.
 * 2-D tensors are Linear weights of shape (in_features, out_features),
   because singa's Linear computes ``x @ W``: fan_in = shape[0],
   fan_out = shape[1].
-* 3-D and higher are convolution weights in OIHW (or OIW) order:
-  fan_in = I * receptive field, fan_out = O * receptive field, where the
-  receptive field is the product of the trailing (kernel) dimensions.
+* 3-D to 5-D tensors are convolution weights in OIHW (or OIW, OIDHW)
+  order: fan_in = I * receptive field, fan_out = O * receptive field, where
+  the receptive field is the product of the trailing (kernel) dimensions.
+* Any other rank: fan_in = fan_out = sqrt(number of elements).
+
+``gaussian(t, fan_in, fan_out)``, ``xavier``, ``glorot`` and ``msra`` are
+SINGA's deprecated forms, with SINGA's formulas (they warn with a
+DeprecationWarning); ``gaussian(t, mean=..., std=...)`` fills N(mean, std^2).
 
 The random draws use the tensor's device generator (``Device.SetRandSeed``),
 so nothing is staged through NumPy except for ``orthogonal``, which needs a
@@ -16,6 +20,7 @@ QR decomposition.
 """
 
 import math
+import warnings
 
 import numpy as np
 
@@ -42,14 +47,20 @@ def calculate_fans(shape):
     shape = tuple(shape)
     if len(shape) == 0:
         raise ValueError("calculate_fans: a 0-d tensor has no fan-in or fan-out")
-    if len(shape) == 1:
-        return shape[0], shape[0]
     if len(shape) == 2:
         return shape[0], shape[1]
-    receptive = 1
-    for d in shape[2:]:
-        receptive *= d
-    return shape[1] * receptive, shape[0] * receptive
+    if 3 <= len(shape) <= 5:
+        receptive = 1
+        for d in shape[2:]:
+            receptive *= d
+        return shape[1] * receptive, shape[0] * receptive
+    n = math.sqrt(math.prod(shape))
+    return n, n
+
+
+def _deprecated(name, instead):
+    warnings.warn(f"initializer.{name} is deprecated; use {instead}", DeprecationWarning,
+                  stacklevel=3)
 
 
 def _fan(shape, mode, where):
@@ -80,12 +91,22 @@ def _scaled(t, scale, mode, distribution, where):
     return t
 
 
-def gaussian(t, mean=0.0, std=1.0):
-    """Fills t with samples of N(mean, std^2)."""
+def gaussian(t, fan_in=0, fan_out=0, *, mean=0.0, std=None):
+    """With std: fills t with samples of N(mean, std^2).
+
+    Without (SINGA's deprecated form): N(0, 2 avg / (fan_in + fan_out)),
+    avg = 2 when both fans are given and 1 otherwise (He et al.).
+    """
     _check(t, "gaussian")
-    if std < 0:
-        raise ValueError(f"gaussian: std must be >= 0, got {std}")
-    return t.gaussian(mean, std)
+    if std is not None:
+        if std < 0:
+            raise ValueError(f"gaussian: std must be >= 0, got {std}")
+        return t.gaussian(mean, std)
+    if fan_in < 0 or fan_out < 0 or fan_in + fan_out <= 0:
+        raise ValueError(f"gaussian: give fan_in or fan_out (> 0), got {fan_in} and {fan_out}")
+    _deprecated("gaussian(t, fan_in, fan_out)", "he_normal or glorot_normal")
+    avg = 1 if fan_in * fan_out == 0 else 2
+    return t.gaussian(0.0, math.sqrt(2.0 * avg / (fan_in + fan_out)))
 
 
 def uniform(t, low=-1.0, high=1.0):
@@ -139,10 +160,39 @@ def lecun_normal(t):
     return _scaled(t, 1.0, "fan_in", "normal", "lecun_normal")
 
 
-# The names used by Caffe and older singa releases.
-xavier = xavier_uniform = glorot = glorot_uniform
+def _matrix_dims(t, where):
+    _check(t, where)
+    if t.ndim() < 2:
+        raise ValueError(f"{where}: needs a tensor of 2 or more dimensions, got shape {t.shape}")
+    return t.shape[0], t.shape[1]
+
+
+def xavier(t):
+    """SINGA's deprecated form: U(-a, a), a = sqrt(6 / (shape[0] + shape[1]))."""
+    rows, cols = _matrix_dims(t, "xavier")
+    _deprecated("xavier", "glorot_uniform")
+    a = math.sqrt(6.0 / (rows + cols))
+    return t.uniform(-a, a)
+
+
+def glorot(t):
+    """SINGA's deprecated form: N(0, 2 / (shape[0] + shape[1]))."""
+    rows, cols = _matrix_dims(t, "glorot")
+    _deprecated("glorot", "glorot_normal")
+    return t.gaussian(0.0, math.sqrt(2.0 / (rows + cols)))
+
+
+def msra(t):
+    """SINGA's deprecated form: N(0, 2 / shape[0])."""
+    rows, _ = _matrix_dims(t, "msra")
+    _deprecated("msra", "he_normal")
+    return t.gaussian(0.0, math.sqrt(2.0 / rows))
+
+
+# Other names for the variance-scaling fills.
+xavier_uniform = glorot_uniform
 xavier_normal = glorot_normal
-msra = msra_normal = he_normal
+msra_normal = he_normal
 msra_uniform = he_uniform
 
 

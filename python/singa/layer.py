@@ -7,23 +7,24 @@ assigned as attributes are named after them, and ``get_params`` /
 (``"conv1.W"``). See singa.layers.base for the rules.
 
 The implementations live in singa.layers by family (base, linear, conv,
-norm, rnn, basic); this module is the one to import.
+norm, rnn, cudnn_rnn, basic); this module is the one to import.
 """
 
-from singa.layers.base import Layer, Sequential
+from singa.layers.base import LayerMeta, Layer, Sequential
 from singa.layers.linear import Linear, Gemm, Embedding
 from singa.layers.conv import (Conv2d, SeparableConv2d, Pooling2d, MaxPool2d, AvgPool2d,
                                Pooling1d, MaxPool1d, AvgPool1d)
 from singa.layers.norm import BatchNorm2d, LayerNorm
-from singa.layers.rnn import RNN, LSTM
+from singa.layers.rnn import RNN_Base, RNN, LSTM
+from singa.layers.cudnn_rnn import CudnnRNN
 from singa.layers.basic import (ReLU, Sigmoid, Tanh, SoftMax, Dropout, Flatten, Cat,
                                 Reshape, Add, SoftMaxCrossEntropy, CrossEntropy,
                                 BinaryCrossEntropy, MeanSquareError)
 
 __all__ = [
-    "Layer", "Sequential", "Linear", "Gemm", "Embedding", "Conv2d", "SeparableConv2d",
+    "LayerMeta", "Layer", "Sequential", "Linear", "Gemm", "Embedding", "Conv2d", "SeparableConv2d",
     "Pooling2d", "MaxPool2d", "AvgPool2d", "Pooling1d", "MaxPool1d", "AvgPool1d",
-    "BatchNorm2d", "LayerNorm", "RNN", "LSTM", "ReLU", "Sigmoid", "Tanh", "SoftMax",
+    "BatchNorm2d", "LayerNorm", "RNN_Base", "RNN", "LSTM", "CudnnRNN", "ReLU", "Sigmoid", "Tanh", "SoftMax",
     "Dropout", "Flatten", "Cat", "Reshape", "Add", "SoftMaxCrossEntropy", "CrossEntropy",
     "BinaryCrossEntropy", "MeanSquareError",
 ]

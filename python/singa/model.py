@@ -28,9 +28,16 @@ one training step in ``train_one_batch``::
     m.eval()
     out = m(x)                   # forward
 
-Training mode is scoped: calling the model (and ``compile``) runs inside
-``autograd.train_mode(self.training)``, so the global ``autograd.training``
-flag is left as it was.
+``train(mode=True)`` and ``eval()`` set ``autograd.training`` (globally, as
+SINGA does), so a hand-written step outside ``train_one_batch`` (a GAN's)
+records and trains; ``compile(..., is_train)`` sets it too. Calling the
+model runs inside ``autograd.train_mode(self.training)`` as well, so the
+model's own mode holds for its call whatever the flag says.
+
+Checkpoints: ``save_states`` writes singa's format (singa.checkpoint);
+``load_states`` reads it and also a checkpoint written by Apache SINGA's
+``save_states`` (a zip of ``tensor_dict.npz`` and ``states_attr.json``),
+whose model states are loaded and whose aux states are returned as Tensors.
 
 Graph mode (SINGA's fast path): ``compile(inputs, use_graph=True)`` or
 ``graph(True)`` makes the first call record the whole step (forward,
@@ -44,6 +51,7 @@ that reads values on the host mid-step falls back to eager execution with a
 warning. See doc/graph.md.
 """
 
+import functools
 import json
 import os
 
@@ -53,9 +61,9 @@ from singa import autograd
 from singa import checkpoint
 from singa._graph_step import StepGraph
 from singa import tensor as _tensor
-from singa.layers.base import Layer
+from singa.layers.base import Layer, LayerMeta
 
-__all__ = ["Model"]
+__all__ = ["ModelMeta", "Model"]
 
 _MODEL = "model/"
 _OPT = "optimizer/"
@@ -69,7 +77,32 @@ def _optimizer_kind(optimizer):
     return type(getattr(optimizer, "opt", optimizer)).__name__
 
 
-class Model(Layer):
+class ModelMeta(LayerMeta):
+    """SINGA's metaclass of models: LayerMeta's wrapping, plus
+    ``buffer_operation`` on the ``train_one_batch`` a class defines."""
+
+    @staticmethod
+    def buffer_operation(func):
+        """Marks func as the step graph mode buffers. The recording and
+        replay happen in ``Model.__call__``, which runs train_one_batch, so
+        the function itself runs unchanged."""
+        if getattr(func, "_singa_buffered", False):
+            return func
+
+        @functools.wraps(func)
+        def train_one_batch(self, *args, **kwargs):
+            return func(self, *args, **kwargs)
+        train_one_batch._singa_buffered = True
+        return train_one_batch
+
+    def __new__(mcs, name, bases, attrs):
+        fn = attrs.get("train_one_batch")
+        if callable(fn):
+            attrs["train_one_batch"] = ModelMeta.buffer_operation(fn)
+        return super().__new__(mcs, name, bases, attrs)
+
+
+class Model(Layer, metaclass=ModelMeta):
     """Base class of trainable models (see the module doc)."""
 
     def __init__(self):
@@ -105,17 +138,28 @@ class Model(Layer):
         self.train(is_train)
         self.__dict__["_compiled"] = True
 
+    def _init_for_call(self, inputs):
+        # A model that overrides initialize gets forward's inputs (LayerMeta's
+        # forward wrapper calls it, as in SINGA): train_one_batch's arguments
+        # (x, y, ...) need not be what initialize takes.
+        if self._initialized or (self.training and _overrides_initialize(type(self))):
+            return
+        self._init_once(*inputs)
+
     def _init_once(self, *inputs):
         if not self._initialized:
             self._run_initialize(inputs, {})
 
     def train(self, mode=True):
-        """Training behaviour on (mode=True) or off; returns self."""
+        """Training behaviour on (mode=True) or off, for this model and for
+        autograd (``autograd.training``, as SINGA); returns self."""
         self.__dict__["training"] = bool(mode)
+        autograd.training = bool(mode)
         return self
 
     def eval(self):
-        """Evaluation behaviour: calling the model runs forward."""
+        """Evaluation behaviour: calling the model runs forward, and
+        ``autograd.training`` is off."""
         return self.train(False)
 
     def graph(self, mode=True, sequential=False):
@@ -146,7 +190,7 @@ class Model(Layer):
     def __call__(self, *inputs, **kwargs):
         """train_one_batch in training mode, forward in evaluation mode."""
         with autograd.train_mode(self.training):
-            self._init_once(*inputs)
+            self._init_for_call(inputs)
             step = self.train_one_batch if self.training else self.forward
             if self.graph_mode:
                 return self._graph.call(self, step, inputs, kwargs, self.sequential)
@@ -160,11 +204,12 @@ class Model(Layer):
         from singa import sonnx  # onnx is an optional dependency
         return sonnx.export_model(self, inputs, **kwargs)
 
-    def save_states(self, fpath, aux_states=None):
+    def save_states(self, fpath, aux_states={}):  # noqa: B006 (SINGA's signature; not mutated)
         """Saves parameters, states, the optimizer's states and aux_states.
 
         aux_states maps names to Tensors, NumPy arrays or JSON values (epoch
-        numbers, settings). The write is atomic (see singa.checkpoint).
+        numbers, settings). The write is atomic (see singa.checkpoint); an
+        existing file is replaced.
         """
         if not self._initialized:
             raise ValueError(f"{type(self).__name__}.save_states: the model has no parameters "
@@ -175,14 +220,15 @@ class Model(Layer):
         opt_meta = None
         if self.optimizer is not None:
             opt_meta = _optimizer_kind(self.optimizer)
-            for key, v in self.optimizer.get_states().items():
+            for key, v in _flatten(self.optimizer.get_states()).items():
                 arrays[_OPT + key] = v.numpy() if isinstance(v, _tensor.Tensor) else np.asarray(v)
-        aux_json = {}
+        aux_json, aux_tensors = {}, []
         for key, v in (aux_states or {}).items():
             if not isinstance(key, str):
                 raise TypeError(f"save_states: aux_states keys must be strings, got {key!r}")
             if isinstance(v, _tensor.Tensor):
                 arrays[_AUX + key] = v.numpy()
+                aux_tensors.append(key)
             elif isinstance(v, np.ndarray):
                 arrays[_AUX + key] = v
             else:
@@ -192,12 +238,15 @@ class Model(Layer):
                     raise TypeError(f"save_states: aux state {key!r} is a {type(v).__name__}; "
                                     "use a Tensor, a NumPy array or a JSON value") from None
                 aux_json[key] = v
-        meta = {"model": type(self).__name__, "optimizer": opt_meta, "aux": aux_json}
+        meta = {"model": type(self).__name__, "optimizer": opt_meta, "aux": aux_json,
+                "aux_tensors": aux_tensors}
         checkpoint.save(fpath, arrays, meta)
 
     def load_states(self, fpath):
-        """Loads what save_states wrote; returns the aux states (NumPy arrays
-        for tensors and arrays, JSON values as they were).
+        """Loads what save_states wrote, or a checkpoint written by Apache
+        SINGA's save_states; returns the aux states (Tensors for tensors,
+        NumPy arrays for arrays, JSON values as they were; a SINGA
+        checkpoint's aux states are Tensors).
 
         Every entry is checked against the model before anything is copied:
         a missing, unexpected or mis-shaped parameter raises ValueError
@@ -207,14 +256,35 @@ class Model(Layer):
             raise ValueError(f"{type(self).__name__}.load_states: the model has no parameters "
                              "yet; call compile() with a sample batch first")
         fpath = os.fspath(fpath)
+        if checkpoint.is_singa_format(fpath):
+            return self._load_singa_states(fpath)
         arrays, meta = checkpoint.load(fpath)
         if not isinstance(meta, dict):
             raise ValueError(f"checkpoint {fpath!r} has no model metadata")
         model_vals = {k[len(_MODEL):]: v for k, v in arrays.items() if k.startswith(_MODEL)}
         opt_vals = {k[len(_OPT):]: v for k, v in arrays.items() if k.startswith(_OPT)}
         aux = {k[len(_AUX):]: v for k, v in arrays.items() if k.startswith(_AUX)}
+        for key in meta.get("aux_tensors") or ():
+            if key in aux:
+                aux[key] = _tensor.from_numpy(aux[key])
         aux.update(meta.get("aux") or {})
 
+        self._check_model_states(fpath, model_vals)
+        if self.optimizer is not None and opt_vals:
+            self._check_optimizer_states(fpath, opt_vals, meta.get("optimizer"))
+        self.set_states(model_vals)
+        if self.optimizer is not None and opt_vals:
+            self.optimizer.set_states(opt_vals)
+            self._graph.drop()  # set_states may replace buffers a recorded step holds
+        return aux
+
+    def _load_singa_states(self, fpath):
+        model_vals, aux = checkpoint.load_singa(fpath)
+        self._check_model_states(fpath, model_vals)
+        self.set_states(model_vals)
+        return {k: _tensor.from_numpy(v) for k, v in aux.items()}
+
+    def _check_model_states(self, fpath, model_vals):
         states = self.get_states()
         missing = sorted(set(states) - set(model_vals))
         extra = sorted(set(model_vals) - set(states))
@@ -232,13 +302,12 @@ class Model(Layer):
             raise ValueError(f"checkpoint {fpath!r}: {n!r} has shape "
                              f"{tuple(model_vals[n].shape)} but the model's has shape "
                              f"{tuple(states[n].shape)}{more}")
-        if self.optimizer is not None and opt_vals:
-            self._check_optimizer_states(fpath, opt_vals, meta.get("optimizer"))
-        self.set_states(model_vals)
-        if self.optimizer is not None and opt_vals:
-            self.optimizer.set_states(opt_vals)
-            self._graph.drop()  # set_states may replace buffers a recorded step holds
-        return aux
+        want = {np.float32: _tensor.float32, np.float16: _tensor.float16,
+                np.int32: _tensor.int32}
+        for n, arr in model_vals.items():
+            if want.get(arr.dtype.type) != states[n].dtype:
+                raise TypeError(f"checkpoint {fpath!r}: {n!r} is {arr.dtype} but the model's "
+                                f"is {_tensor.dtype_name(states[n].dtype)}")
 
     def _check_optimizer_states(self, fpath, opt_vals, saved_class):
         kind = _optimizer_kind(self.optimizer)
@@ -258,3 +327,19 @@ class Model(Layer):
                 raise ValueError(f"checkpoint {fpath!r}: optimizer state {key!r} has shape "
                                  f"{tuple(arr.shape)} but parameter {pname!r} has shape "
                                  f"{tuple(p.shape)}")
+
+
+def _overrides_initialize(cls):
+    return any("initialize" in vars(c) for c in cls.__mro__
+               if c not in (Model, Layer, object))
+
+
+def _flatten(states, prefix=""):
+    """{"step_counter": n, "m": {"fc.W": t}} -> {"step_counter": n, "m/fc.W": t}."""
+    flat = {}
+    for key, value in states.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[prefix + key] = value
+    return flat

@@ -17,15 +17,28 @@ so a training step needs no value from the device and a recorded graph
 time it is replayed. Every update runs as C++ tensor ops in place on the
 parameter's device; nothing is staged through NumPy.
 
-``get_states()`` returns the step counter and the per-parameter buffers
-(momentum, moments) keyed ``"<kind>/<param name>"``, so a checkpoint can
-hold them next to the parameters. Buffers are keyed by the parameter's
-name; parameters without a name are named after their ``id`` (stable only
-for the life of the process, so name parameters that you checkpoint).
+Momentum, dampening and weight decay (SGD) and weight decay (the others)
+may be schedulers too; their current values are the tensors ``mom_value``,
+``dam_value`` and ``decay_value``. A constant is applied as a plain scalar.
+
+``get_states()`` uses SINGA's keys: ``{"step_counter": n, "moments":
+{param name: Tensor}}`` for SGD with momentum, ``running_average`` for
+RMSProp, ``history`` for AdaGrad, ``m`` and ``v`` for Adam. ``set_states``
+takes that form, or the flat ``"<kind>/<param name>"`` keys a checkpoint
+stores. Buffers are keyed by the parameter's name; parameters without a
+name are named after their ``id`` (stable only for the life of the
+process, so name parameters that you checkpoint).
+
+``__call__(loss)`` is ``call(loss)`` (backward and ``apply`` for every
+parameter) followed by ``step()``. ``update(param, grad)`` and
+``backward_and_update(loss)`` are SINGA's deprecated spellings of
+``apply(param.name, param, grad)`` and ``__call__(loss)``.
 """
 
 import math
 import numbers
+import sys
+import warnings
 
 import numpy as np
 
@@ -52,10 +65,11 @@ def __getattr__(name):
 class DecayScheduler:
     """A value that depends on the training step.
 
-    ``sched(step)`` with the step counter (a Tensor) returns a Tensor of
-    its shape, computed with tensor ops on its device; with a plain number
-    it returns a float (handy to print or plot a schedule). Subclasses
-    define both forms: ``value(step)`` on floats and ``tensor_value(step)``.
+    ``sched(step)`` with the step counter (a Tensor of shape (1,)) returns a
+    Tensor of that shape, computed with tensor ops on its device (SINGA's
+    ``call(step)``); with a plain number it returns a float (handy to print
+    or plot a schedule). A SINGA-style subclass overrides ``call(step)``;
+    singa's own define ``value(step)`` on floats and ``tensor_value(step)``.
     """
 
     # A constant needs no recomputing when the step advances.
@@ -66,14 +80,21 @@ class DecayScheduler:
 
     def __call__(self, step):
         if isinstance(step, _tensor.Tensor):
-            return self.tensor_value(step)
-        return float(self.value(float(step)))
+            return self.call(step)
+        if type(self).value is not DecayScheduler.value:
+            return float(self.value(float(step)))
+        t = _tensor.Tensor((1,), requires_grad=False).set_value(float(step))
+        return float(self.call(t))
+
+    def call(self, step):
+        """The value at step (a Tensor), as a Tensor."""
+        return self.tensor_value(step)
 
     def value(self, step):
         raise NotImplementedError(f"{type(self).__name__}.value")
 
     def tensor_value(self, step):
-        raise NotImplementedError(f"{type(self).__name__}.tensor_value")
+        raise NotImplementedError(f"{type(self).__name__}.call")
 
 
 class Constant(DecayScheduler):
@@ -126,19 +147,41 @@ def _filled(like, value):
     return t.set_value(value)
 
 
-def _as_scheduler(value, what):
+def _as_scheduler(value, what, low=0.0, high=math.inf, allow_callable=False):
+    """A DecayScheduler for value (a number is a Constant, checked to lie
+    in [low, high]; a scheduler's init_value is checked too)."""
     if isinstance(value, DecayScheduler):
+        start = value.init_value
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        start = float(value)
+        value = Constant(start)
+    elif allow_callable and callable(value):
         return value
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"{what} must be >= 0, got {value}")
-        return Constant(value)
-    if callable(value):
-        return value
-    raise TypeError(f"{what} must be a number or a scheduler, got {type(value).__name__}")
+    else:
+        raise TypeError(f"{what} must be a number or a scheduler, got {type(value).__name__}")
+    if not low <= start <= high:
+        bound = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
+        raise ValueError(f"{what} must be {bound}, got {start}")
+    return value
+
+
+def _constant(sched):
+    """The value of a constant scheduler, else None."""
+    return sched.init_value if getattr(sched, "is_constant", False) else None
+
+
+def _deprecated(what, instead):
+    # singa's own callers (DistOpt drives optimizers through update, as the
+    # design's contract says) are not warned; user code is.
+    caller = sys._getframe(2).f_globals.get("__name__", "")
+    if caller == "singa" or caller.startswith("singa."):
+        return
+    warnings.warn(f"{what} is deprecated; use {instead}", DeprecationWarning, stacklevel=3)
 
 
 def _check_range(name, value, low, high, where):
+    if isinstance(value, DecayScheduler) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where}: {name} must be a number, got {type(value).__name__}")
     if not low <= value <= high:
         raise ValueError(f"{where}: {name} must be in [{low}, {high}], got {value}")
 
@@ -150,9 +193,11 @@ class Optimizer:
 
     Args:
         lr: the learning rate, a number or a scheduler called with the
-            step counter.
-        dtype: the dtype of ``step_counter``, ``lr_value`` and the other
-            scheduled values (float32, the only one supported).
+            step counter (or any function of the counter tensor).
+        dtype: the dtype of the parameters (float32 or float16). The step
+            counter and the scheduled values are float32 either way (float16
+            parameters are updated in float32 arithmetic, as singa computes
+            float16).
 
     Subclasses with values of their own that follow the step keep them as
     tensors listed by ``_schedule_tensors`` and recompute them in
@@ -160,10 +205,10 @@ class Optimizer:
     """
 
     def __init__(self, lr, dtype=_tensor.float32):
-        self.lr = _as_scheduler(lr, f"{type(self).__name__}: lr")
-        if dtype != _tensor.float32:
-            raise TypeError(f"{type(self).__name__}: dtype must be tensor.float32, got "
-                            f"{_tensor.dtype_name(dtype)}")
+        self.lr = _as_scheduler(lr, f"{type(self).__name__}: lr", allow_callable=True)
+        if dtype not in (_tensor.float32, _tensor.float16):
+            raise TypeError(f"{type(self).__name__}: dtype must be tensor.float32 or "
+                            f"tensor.float16, got {dtype!r}")
         self.dtype = dtype
         self._states = {}    # "<kind>/<param name>" -> Tensor
         self._scratch_cache = {}
@@ -174,35 +219,56 @@ class Optimizer:
         dev = _device.get_default_device()
         self._device_id = dev.id()
         for name in self._schedule_tensors():
-            setattr(self, name, _tensor.Tensor((1,), dev, dtype, requires_grad=False))
+            setattr(self, name, _tensor.Tensor((1,), dev, _tensor.float32, requires_grad=False))
         self._restart()
 
     # -- driving --
 
     def __call__(self, loss):
+        """Backward from loss, an update of every parameter, then step()."""
         self.call(loss)
+        self.step()
 
     def call(self, loss):
-        """Runs backward from loss, updates every parameter, then step()."""
+        """Runs backward from loss and applies every gradient (no step())."""
         from singa import autograd  # only needed when the optimizer runs backward
         # backward hands out gradients the caller owns, so weight decay may
         # be added to them in place instead of into a copy.
         self._grads_owned = True
         try:
             for p, g in autograd.backward(loss):
-                self.update(p, g)
+                self.apply(self._name_of(p), p, g)
         finally:
             self._grads_owned = False
-        self.step()
 
-    backward_and_update = call
+    def backward_and_update(self, loss):
+        """Deprecated (SINGA): ``self(loss)``."""
+        _deprecated("Optimizer.backward_and_update(loss)", "optimizer(loss)")
+        self(loss)
 
     def update(self, param, grad):
-        """Updates param from grad (named after the parameter)."""
+        """Deprecated (SINGA): ``apply(param.name, param, grad)``."""
+        _deprecated("Optimizer.update(param, grad)", "apply(param.name, param, grad)")
         self.apply(self._name_of(param), param, grad)
 
-    def apply(self, param_name, param, grad):
-        raise NotImplementedError
+    def device_check(self, *inputs):
+        """Moves every tensor to the first one's device, in place (SINGA)."""
+        inputs = [x for x in inputs if x is not None]
+        for i, x in enumerate(inputs):
+            if not isinstance(x, _tensor.Tensor):
+                raise TypeError(f"{type(self).__name__}.device_check: argument {i} is a "
+                                f"{type(x).__name__}, not a Tensor")
+        if not inputs:
+            return
+        dev = inputs[0].device
+        for x in inputs[1:]:
+            if x.device.id() != dev.id():
+                x.to_device(dev)
+
+    def apply(self, param_name, param_value, param_grad):
+        """Updates param_value in place from param_grad (the buffers are
+        kept under param_name)."""
+        raise NotImplementedError(f"{type(self).__name__}.apply")
 
     def step(self):
         """Advances step_counter and the values scheduled on it, in place."""
@@ -214,19 +280,30 @@ class Optimizer:
 
     def _schedule_tensors(self):
         """Names of the attributes holding scheduled values, shape (1,)."""
-        return ["step_counter", "lr_value"]
+        names = ["step_counter", "lr_value"]
+        if getattr(self, "weight_decay", None) is not None:
+            names.append("decay_value")
+        return names
 
     def _advance(self):
         """Advances state kept alongside the counter (none by default)."""
 
     def _schedule(self, initial=False):
         """Recomputes lr_value (and subclasses' values) from the counter."""
-        if initial or not getattr(self.lr, "is_constant", False):
-            value = self.lr(self.step_counter)
+        self._recompute(self.lr, self.lr_value, initial)
+        if getattr(self, "weight_decay", None) is not None:
+            self._recompute(self.weight_decay, self.decay_value, initial)
+
+    def _recompute(self, sched, target, initial):
+        """target (a (1,) tensor) = sched(step_counter), in place."""
+        if initial or not getattr(sched, "is_constant", False):
+            value = sched(self.step_counter)
             if isinstance(value, _tensor.Tensor):
-                self.lr_value.copy_data(value)
+                if value.dtype != target.dtype:
+                    value = value.as_type(target.dtype)
+                target.copy_data(value)
             else:
-                self.lr_value.set_value(value)
+                target.set_value(value)
 
     def _ensure_device(self, dev):
         """Moves the scheduled values to dev (the parameters' device)."""
@@ -239,30 +316,72 @@ class Optimizer:
 
     # -- states --
 
+    # SINGA's names for this optimizer's per-parameter buffers.
+    _kinds = ()
+
     def get_states(self):
-        """{"step_counter": Tensor, "<kind>/<param>": Tensor, ...}."""
-        states = {"step_counter": self.step_counter}
-        states.update(self._states)
+        """SINGA's form: {"step_counter": n, "<kind>": {param name: Tensor}}
+        (kinds: see the module doc). The buffers are the optimizer's own."""
+        states = {"step_counter": np.float32(self.step_counter.numpy()[0])}
+        for kind in self._kinds:
+            states[kind] = self._buffers(kind)
         return states
 
+    def _buffers(self, kind):
+        head = kind + "/"
+        return {k[len(head):]: v for k, v in self._states.items() if k.startswith(head)}
+
     def set_states(self, states):
-        """Restores what get_states returned (Tensors or NumPy arrays)."""
-        states = dict(states)
+        """Restores what get_states returned (Tensors or NumPy arrays), or
+        the flat "<kind>/<param name>" form a checkpoint holds."""
+        where = f"{type(self).__name__}.set_states"
+        if not isinstance(states, dict):
+            raise TypeError(f"{where}: expected a dict, got {type(states).__name__}")
+        flat = {}
+        for key, value in states.items():
+            if key == "step_counter":
+                continue
+            if key in self._kinds:
+                if not isinstance(value, dict):
+                    raise TypeError(f"{where}: {key!r} must map parameter names to values, "
+                                    f"got {type(value).__name__}")
+                for pname, v in value.items():
+                    flat[f"{key}/{pname}"] = v
+                continue
+            kind, sep, pname = str(key).partition("/")
+            kind = self._legacy_kinds.get(kind, kind)
+            if not sep or kind not in self._kinds:
+                raise ValueError(f"{where}: unknown state {key!r}; {type(self).__name__} keeps "
+                                 f"step_counter{''.join(', ' + k for k in self._kinds)}")
+            flat[f"{kind}/{pname}"] = value
+        arrays = {}
+        for key, value in flat.items():
+            arr = value.numpy() if isinstance(value, _tensor.Tensor) else np.asarray(value)
+            if arr.dtype.kind != "f":
+                raise TypeError(f"{where}: state {key!r} has dtype {arr.dtype}; expected floats")
+            arrays[key] = arr
+        step = None
         if "step_counter" in states:
-            step = states.pop("step_counter")
+            step = states["step_counter"]
             if isinstance(step, _tensor.Tensor):
                 step = step.numpy()
-            self.step_counter.set_value(int(np.asarray(step).reshape(())))
+            step = np.asarray(step, dtype=np.float64)
+            if step.size != 1 or not np.isfinite(step).all() or step.reshape(()) < 0:
+                raise ValueError(f"{where}: step_counter must be one number >= 0, got {step!r}")
+        # Everything was checked; now change state.
+        if step is not None:
+            self.step_counter.set_value(float(step.reshape(())))
             self._restart()
-        for key, value in states.items():
-            if "/" not in key:
-                raise ValueError(f"{type(self).__name__}.set_states: unknown state {key!r}")
-            arr = value.numpy() if isinstance(value, _tensor.Tensor) else np.asarray(value)
+        for key, arr in arrays.items():
             old = self._states.get(key)
             if old is not None and tuple(old.shape) == arr.shape:
-                old.copy_from_numpy(arr.astype(np.float32))
+                old.copy_from_numpy(arr)
             else:
-                self._states[key] = _tensor.from_numpy(arr.astype(np.float32))
+                np_dtype = np.float16 if self.dtype == _tensor.float16 else np.float32
+                self._states[key] = _tensor.from_numpy(arr.astype(np_dtype))
+
+    # Kinds older singa checkpoints used.
+    _legacy_kinds = {"momentum": "moments"}
 
     def _restart(self):
         """Recomputes every scheduled value after the counter was set."""
@@ -321,17 +440,21 @@ class Optimizer:
             self._scratch_cache[key] = buf
         return buf
 
-    def _decayed(self, param, grad, weight_decay):
+    def _decayed(self, param, grad):
         """grad + weight_decay * param; grad itself changes only when it is
         one that backward handed to this optimizer."""
-        if not weight_decay:
+        wd = _constant(self.weight_decay)
+        if wd == 0:
             return grad
         if self._grads_owned:
-            _cw.Axpy(weight_decay, param.data, grad.data)
-            return grad
-        g = self._scratch(param, 0)
-        g.data.CopyData(grad.data)
-        _cw.Axpy(weight_decay, param.data, g.data)
+            g = grad
+        else:
+            g = self._scratch(param, 0)
+            g.data.CopyData(grad.data)
+        if wd is None:
+            _cw.AxpyTensor(1.0, self.decay_value.data, param.data, g.data)
+        else:
+            _cw.Axpy(wd, param.data, g.data)
         return g
 
     def _step_by(self, scale, direction, param):
@@ -348,53 +471,85 @@ class SGD(Optimizer):
         g = g + momentum * buf if nesterov else buf
         p = p - lr * g
 
-    The buffer starts at zero, so "buf = g" on the first step is the
-    general formula with the g coefficient 1 at step 0 (a scheduled value
-    when dampening is used): no step is special-cased in Python.
+    momentum, dampening and weight_decay may be schedulers; their values are
+    ``mom_value``, ``dam_value`` and ``decay_value``. The buffer starts at
+    zero, so "buf = g" on the first step is the general formula with the g
+    coefficient 1 at step 0 (a scheduled value when dampening is used): no
+    step is special-cased in Python.
     """
 
-    def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+    def __init__(self, lr=0.1, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  dtype=_tensor.float32):
-        _check_range("momentum", momentum, 0.0, 1.0, "SGD")
-        _check_range("dampening", dampening, 0.0, 1.0, "SGD")
-        if weight_decay < 0:
-            raise ValueError(f"SGD: weight_decay must be >= 0, got {weight_decay}")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
-        self.momentum = float(momentum)
-        self.dampening = float(dampening)
-        self.weight_decay = float(weight_decay)
+        self.momentum = _as_scheduler(momentum, "SGD: momentum", 0.0, 1.0)
+        self.dampening = _as_scheduler(dampening, "SGD: dampening", 0.0, 1.0)
+        self.weight_decay = _as_scheduler(weight_decay, "SGD: weight_decay")
         self.nesterov = bool(nesterov)
+        if nesterov and (self.momentum.init_value <= 0 or _constant(self.dampening) != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
         super().__init__(lr, dtype)
 
+    @property
+    def _kinds(self):
+        return () if _constant(self.momentum) == 0 else ("moments",)
+
+    @property
+    def moments(self):
+        """{param name: momentum buffer} (SINGA's attribute)."""
+        return self._buffers("moments")
+
+    def _uses_coef(self):
+        return _constant(self.momentum) != 0 and _constant(self.dampening) != 0
+
     def _schedule_tensors(self):
-        names = super()._schedule_tensors()
-        if self.momentum and self.dampening:
+        names = super()._schedule_tensors() + ["mom_value", "dam_value"]
+        if self._uses_coef():
             names.append("_grad_coef")
+        if self.nesterov and _constant(self.momentum) is None:
+            names.append("_lr_mom")
         return names
 
     def _schedule(self, initial=False):
         super()._schedule(initial)
-        if self.momentum and self.dampening:
+        self._recompute(self.momentum, self.mom_value, initial)
+        self._recompute(self.dampening, self.dam_value, initial)
+        if self._uses_coef():
             # 1 at step 0, 1 - dampening after: 1 - dampening * min(step, 1)
             c = self._grad_coef.data
             _cw.MinimumScalarInto(self.step_counter.data, 1.0, c)
-            _cw.MulScalarInto(c, -self.dampening, c)
-            _cw.AddScalarInto(c, 1.0, c)
-
-    def apply(self, param_name, param, grad):
-        self._check(param_name, param, grad)
-        g = self._decayed(param, grad, self.weight_decay)
-        if self.momentum:
-            buf = self._state("momentum", param_name, param)
-            if self.dampening:
-                _cw.MulScalarInto(buf.data, self.momentum, buf.data)
-                _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
+            d = _constant(self.dampening)
+            if d is None:
+                _cw.MulInto(c, self.dam_value.data, c)
+                _cw.MulScalarInto(c, -1.0, c)
             else:
-                _cw.Axpby(1.0, g.data, self.momentum, buf.data)
+                _cw.MulScalarInto(c, -d, c)
+            _cw.AddScalarInto(c, 1.0, c)
+        if self.nesterov and _constant(self.momentum) is None:
+            _cw.MulInto(self.lr_value.data, self.mom_value.data, self._lr_mom.data)
+
+    def apply(self, param_name, param_value, param_grad):
+        param, grad = param_value, param_grad
+        self._check(param_name, param, grad)
+        g = self._decayed(param, grad)
+        mom = _constant(self.momentum)
+        if mom != 0:
+            buf = self._state("moments", param_name, param)
+            if mom is not None and not self._uses_coef():
+                _cw.Axpby(1.0, g.data, mom, buf.data)   # one pass: buf = mom * buf + g
+            else:
+                if mom is None:
+                    _cw.MulInto(buf.data, self.mom_value.data, buf.data)
+                else:
+                    _cw.MulScalarInto(buf.data, mom, buf.data)
+                if self._uses_coef():
+                    _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
+                else:
+                    _cw.AddInto(buf.data, g.data, buf.data)
             if self.nesterov:
                 self._step_by(-1.0, g, param)
-                self._step_by(-self.momentum, buf, param)
+                if mom is None:
+                    _cw.AxpyTensor(-1.0, self._lr_mom.data, buf.data, param.data)
+                else:
+                    self._step_by(-mom, buf, param)
                 return
             g = buf
         self._step_by(-1.0, g, param)
@@ -407,20 +562,25 @@ class RMSProp(Optimizer):
         p = p - lr * g / (sqrt(s) + epsilon)
     """
 
-    def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0,
-                 dtype=_tensor.float32):
+    _kinds = ("running_average",)
+
+    def __init__(self, lr=0.1, rho=0.9, epsilon=1e-8, weight_decay=0, dtype=_tensor.float32):
         _check_range("rho", rho, 0.0, 1.0, "RMSProp")
-        if epsilon <= 0 or weight_decay < 0:
-            raise ValueError(f"RMSProp: need epsilon > 0 and weight_decay >= 0, got "
-                             f"{epsilon} and {weight_decay}")
+        if not isinstance(epsilon, numbers.Real) or epsilon <= 0:
+            raise ValueError(f"RMSProp: epsilon must be > 0, got {epsilon!r}")
         self.rho = float(rho)
         self.epsilon = float(epsilon)
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = _as_scheduler(weight_decay, "RMSProp: weight_decay")
         super().__init__(lr, dtype)
 
-    def apply(self, param_name, param, grad):
+    @property
+    def running_average(self):
+        return self._buffers("running_average")
+
+    def apply(self, param_name, param_value, param_grad):
+        param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad, self.weight_decay)
+        g = self._decayed(param, grad)
         s = self._state("running_average", param_name, param)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
@@ -438,17 +598,23 @@ class AdaGrad(Optimizer):
         p = p - lr * g / (sqrt(s) + epsilon)
     """
 
-    def __init__(self, lr=0.01, epsilon=1e-10, weight_decay=0.0, dtype=_tensor.float32):
-        if epsilon <= 0 or weight_decay < 0:
-            raise ValueError(f"AdaGrad: need epsilon > 0 and weight_decay >= 0, got "
-                             f"{epsilon} and {weight_decay}")
+    _kinds = ("history",)
+
+    def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=_tensor.float32):
+        if not isinstance(epsilon, numbers.Real) or epsilon <= 0:
+            raise ValueError(f"AdaGrad: epsilon must be > 0, got {epsilon!r}")
         self.epsilon = float(epsilon)
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = _as_scheduler(weight_decay, "AdaGrad: weight_decay")
         super().__init__(lr, dtype)
 
-    def apply(self, param_name, param, grad):
+    @property
+    def history(self):
+        return self._buffers("history")
+
+    def apply(self, param_name, param_value, param_grad):
+        param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad, self.weight_decay)
+        g = self._decayed(param, grad)
         s = self._state("history", param_name, param)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
@@ -474,19 +640,28 @@ class Adam(Optimizer):
     digits to cancellation (beta_2 = 0.999 is not exact in float32).
     """
 
-    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.0,
+    _kinds = ("m", "v")
+
+    def __init__(self, lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0,
                  dtype=_tensor.float32):
         where = type(self).__name__
         _check_range("beta_1", beta_1, 0.0, 1.0 - 1e-12, where)
         _check_range("beta_2", beta_2, 0.0, 1.0 - 1e-12, where)
-        if epsilon <= 0 or weight_decay < 0:
-            raise ValueError(f"{where}: need epsilon > 0 and weight_decay >= 0, got "
-                             f"{epsilon} and {weight_decay}")
+        if not isinstance(epsilon, numbers.Real) or epsilon <= 0:
+            raise ValueError(f"{where}: epsilon must be > 0, got {epsilon!r}")
         self.beta_1 = float(beta_1)
         self.beta_2 = float(beta_2)
         self.epsilon = float(epsilon)
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = _as_scheduler(weight_decay, f"{where}: weight_decay")
         super().__init__(lr, dtype)
+
+    @property
+    def m(self):
+        return self._buffers("m")
+
+    @property
+    def v(self):
+        return self._buffers("v")
 
     def _schedule_tensors(self):
         # _sum1, _sum2: S_t for beta_1, beta_2. _step_size: lr / (1 - beta_1^t).
@@ -525,15 +700,17 @@ class Adam(Optimizer):
         _cw.DivInto(m.data, tmp.data, tmp.data)
         _cw.AxpyTensor(-1.0, self._step_size.data, tmp.data, param.data)
 
-    def apply(self, param_name, param, grad):
+    def apply(self, param_name, param_value, param_grad):
+        param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad, self.weight_decay)
+        g = self._decayed(param, grad)
         self._adam_step(param_name, param, g)
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter, 2019), as
-    PyTorch's AdamW: p = p * (1 - lr * weight_decay) before the Adam step."""
+    PyTorch's AdamW: p = p * (1 - lr * weight_decay) before the Adam step.
+    (Not in SINGA; its defaults are PyTorch's.)"""
 
     def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.01,
                  dtype=_tensor.float32):
@@ -546,11 +723,17 @@ class AdamW(Adam):
     def _schedule(self, initial=False):
         super()._schedule(initial)
         d = self._decay.data
-        _cw.MulScalarInto(self.lr_value.data, -self.weight_decay, d)
+        wd = _constant(self.weight_decay)
+        if wd is None:
+            _cw.MulInto(self.lr_value.data, self.decay_value.data, d)
+            _cw.MulScalarInto(d, -1.0, d)
+        else:
+            _cw.MulScalarInto(self.lr_value.data, -wd, d)
         _cw.AddScalarInto(d, 1.0, d)
 
-    def apply(self, param_name, param, grad):
+    def apply(self, param_name, param_value, param_grad):
+        param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        if self.weight_decay:
+        if _constant(self.weight_decay) != 0:
             _cw.MulInto(param.data, self._decay.data, param.data)
         self._adam_step(param_name, param, grad)

@@ -143,7 +143,9 @@ def _make_arg(name, cfn):
     def fn(t, axis=None, keepdims=False):
         _check_tensor(t, name)
         if axis is None:
-            return _wrap(cfn(t.data.Reshape([t.data.Size()]), 0, False))
+            r = _wrap(cfn(t.data.Reshape([t.data.Size()]), 0, False))
+            # NumPy keeps every axis, as size 1, when keepdims is set.
+            return r.reshape((1,) * t.ndim()) if keepdims else r
         return _wrap(cfn(t.data, int(axis), bool(keepdims)))
     fn.__name__ = name
     fn.__doc__ = f"Indices (int32) of the {name[3:]} along axis (flattened when None)."

@@ -14,5 +14,6 @@ g++ -O3 -march=native -fopenmp -std=c++17 -Wall -Wextra \
   "$root/src/core/nn/conv_cpp.cc" \
   "$root/src/core/nn/pool_cpp.cc" \
   "$root/src/core/nn/batchnorm_cpp.cc" \
+  "$root/src/core/device/blas_threads.cc" \
   -L"$lib" -lscipy_openblas -Wl,-rpath,"$lib" -o "$out"
 "$out"

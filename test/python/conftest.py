@@ -21,6 +21,16 @@ def dev(request):
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def _reset_autograd_training():
+    """Model.train()/eval()/compile() set autograd.training globally (as in
+    SINGA), and so may a module-scoped fixture that trains a model: every
+    test leaves the flag at its default, off."""
+    from singa import autograd
+    yield
+    autograd.training = False
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -288,8 +288,8 @@ class _LSTM(_MLP):
         self.lstm = layer.LSTM(8)
 
     def forward(self, x):
-        seq, _ = self.lstm(x)
-        return self.fc2(seq[-1])
+        _, h, _ = self.lstm(x)      # outputs, last h, last c
+        return self.fc2(h)
 
 
 def _batches(kind, n, batch=6, seed=0):

@@ -14,7 +14,8 @@ def _fill(fn, shape, **kw):
 
 
 def test_fans_follow_singa_layouts():
-    assert init.calculate_fans((7,)) == (7, 7)
+    # SINGA's rule for ranks other than 2 to 5: sqrt of the size.
+    assert init.calculate_fans((49,)) == (7, 7)
     # Linear weights are (in_features, out_features): y = x @ W.
     assert init.calculate_fans((300, 100)) == (300, 100)
     # Conv weights are OIHW: receptive field 5 * 5.
@@ -32,10 +33,10 @@ def _cases():
     return [
         (init.glorot_uniform, conv, math.sqrt(2.0 / (fi + fo)), "uniform"),
         (init.glorot_normal, conv, math.sqrt(2.0 / (fi + fo)), "normal"),
-        (init.xavier, lin, math.sqrt(2.0 / 600), "uniform"),
+        (init.xavier_uniform, lin, math.sqrt(2.0 / 600), "uniform"),
         (init.he_uniform, conv, math.sqrt(2.0 / fi), "uniform"),
         (init.he_normal, conv, math.sqrt(2.0 / fi), "normal"),
-        (init.msra, lin, math.sqrt(2.0 / 400), "normal"),
+        (init.msra_normal, lin, math.sqrt(2.0 / 400), "normal"),
         (init.lecun_uniform, conv, math.sqrt(1.0 / fi), "uniform"),
         (init.lecun_normal, lin, math.sqrt(1.0 / 400), "normal"),
     ]

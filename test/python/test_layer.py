@@ -65,7 +65,8 @@ def test_gemm(trans_a, trans_b):
     y = g(T(x))
     a = x.T if trans_a else x
     w = g.W.numpy().T if trans_b else g.W.numpy()
-    g.set_params({"b": np.arange(3, dtype=np.float32)})
+    assert g.b.shape == (1, 3)  # SINGA's bias shape
+    g.set_params({"b": np.arange(3, dtype=np.float32)[None]})
     close(g(T(x)), 0.5 * a @ w + 2.0 * np.arange(3))
     assert y.shape == (4, 3)
 
@@ -176,15 +177,15 @@ def _np_rnn(xs, wx, wh, b, h):
     return out, h
 
 
-def _np_lstm(xs, wx, wh, b, h, c):
+def _np_lstm(xs, p, h, c):
+    """SINGA's LSTM: gates i, f, o, g each with Wx_k, Wh_k, Bx_k, Bh_k."""
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
-    n = h.shape[1]
     out = []
     for x in xs:
-        z = x @ wx + h @ wh + b
-        i, f, g, o = (z[:, k * n:(k + 1) * n] for k in range(4))
-        c = sig(f) * c + sig(i) * np.tanh(g)
-        h = sig(o) * np.tanh(c)
+        z = {k: x @ p["Wx_" + k] + p["Bx_" + k] + h @ p["Wh_" + k] + p["Bh_" + k]
+             for k in "ifog"}
+        c = sig(z["f"]) * c + sig(z["i"]) * np.tanh(z["g"])
+        h = sig(z["o"]) * np.tanh(c)
         out.append(h)
     return out, h, c
 
@@ -212,20 +213,21 @@ def test_lstm_matches_numpy_and_batch_first():
     xs = rand(4, 2, 3)
     lstm = layer.LSTM(3, 5)
     h0, c0 = rand(2, 5), rand(2, 5)
-    seq, (h, c) = lstm(T(xs), (T(h0), T(c0)))
+    seq, h, c = lstm(T(xs), (T(h0), T(c0)))
     p = {k: v.numpy() for k, v in lstm.get_params().items()}
-    assert p["Wx"].shape == (3, 20) and p["Wh"].shape == (5, 20)
-    want, hw, cw = _np_lstm(xs, p["Wx"], p["Wh"], p["b"], h0, c0)
+    assert p["Wx_i"].shape == (3, 5) and p["Wh_g"].shape == (5, 5) and p["Bh_o"].shape == (5,)
+    assert len(p) == 16
+    want, hw, cw = _np_lstm(xs, p, h0, c0)
     close(seq, np.stack(want))
     close(h, hw)
     close(c, cw)
     bf = layer.LSTM(5, batch_first=True)
     bf(T(xs.transpose(1, 0, 2)))
     bf.set_params(lstm.get_params())
-    seq_bf, _ = bf(T(xs.transpose(1, 0, 2)), (T(h0), T(c0)))
+    seq_bf, _, _ = bf(T(xs.transpose(1, 0, 2)), (T(h0), T(c0)))
     close(seq_bf, np.stack(want).transpose(1, 0, 2))
     # A different batch size and sequence length reuse the same weights.
-    seq3, _ = lstm(T(rand(7, 4, 3)))
+    seq3, _, _ = lstm(T(rand(7, 4, 3)))
     assert seq3.shape == (7, 4, 5)
 
 
@@ -233,10 +235,11 @@ def test_lstm_gradients_reach_every_parameter():
     lstm = layer.LSTM(4)
     xs = T(rand(3, 2, 3), requires_grad=True)
     with autograd.train_mode(True):
-        seq, _ = lstm(xs)
+        seq, _, _ = lstm(xs)
         loss = autograd.mse_loss(seq, T(np.zeros((3, 2, 4))))
         grads = {p.name: g.numpy() for p, g in autograd.backward(loss)}
-    assert set(grads) == {"Wx", "Wh", "b"}
+    assert set(grads) == {p + k for p in ("Wx_", "Wh_", "Bx_", "Bh_") for k in "ifog"}
+    # h0 = 0, so Wh gets no gradient at the first step only.
     assert all(np.abs(g).sum() > 0 for g in grads.values())
 
 
@@ -246,13 +249,14 @@ def test_lstm_matches_pytorch(torch):
     lstm(T(xs))
     p = {k: v.numpy() for k, v in lstm.get_params().items()}
     ref = torch.nn.LSTM(4, 5)
+    order = "ifgo"  # PyTorch's gate order
     with torch.no_grad():
-        ref.weight_ih_l0.copy_(torch.tensor(p["Wx"].T))
-        ref.weight_hh_l0.copy_(torch.tensor(p["Wh"].T))
-        ref.bias_ih_l0.copy_(torch.tensor(p["b"]))
-        ref.bias_hh_l0.zero_()
+        ref.weight_ih_l0.copy_(torch.tensor(np.concatenate([p["Wx_" + k].T for k in order])))
+        ref.weight_hh_l0.copy_(torch.tensor(np.concatenate([p["Wh_" + k].T for k in order])))
+        ref.bias_ih_l0.copy_(torch.tensor(np.concatenate([p["Bx_" + k] for k in order])))
+        ref.bias_hh_l0.copy_(torch.tensor(np.concatenate([p["Bh_" + k] for k in order])))
         want, _ = ref(torch.tensor(xs))
-    seq, _ = lstm(T(xs))
+    seq, _, _ = lstm(T(xs))
     close(seq, want.numpy())
 
 
@@ -293,8 +297,9 @@ def test_names_are_dotted_paths():
         assert t.name == name and t.stores_grad
     states = net.get_states()
     assert "blocks.1.bn.running_var" in states and len(states) == len(params) + 4
-    # A sub-layer reports names relative to itself.
-    assert set(net.blocks[1].get_params()) == {"fc.W", "fc.b", "bn.scale", "bn.bias"}
+    # A sub-layer reports the same full names (SINGA's keys).
+    assert set(net.blocks[1].get_params()) == {"blocks.1.fc.W", "blocks.1.fc.b",
+                                               "blocks.1.bn.scale", "blocks.1.bn.bias"}
 
 
 def test_set_params_and_states_round_trip():
@@ -421,11 +426,11 @@ def test_grouped_and_separable_conv():
     sep = layer.SeparableConv2d(5, 3, padding=1)
     y = sep(T(x))
     assert y.shape == (2, 5, 6, 6)
-    dw = sep.depthwise.W.numpy()
+    dw = sep.depthwise_conv.W.numpy()
     assert dw.shape == (4, 1, 3, 3)
     mid = _np_conv(x, dw, None, pads=(1, 1, 1, 1), group=4)
-    close(y, _np_conv(mid.astype(np.float32), sep.pointwise.W.numpy(), None))
-    assert set(sep.get_params()) == {"pointwise.W", "depthwise.W"}
+    close(y, _np_conv(mid.astype(np.float32), sep.point_conv.W.numpy(), None))
+    assert set(sep.get_params()) == {"point_conv.W", "depthwise_conv.W"}
 
 
 def test_pooling_layer_reused_on_different_shapes():
@@ -444,7 +449,7 @@ def test_pooling_1d():
     x = rand(2, 3, 9)
     close(layer.MaxPool1d(3)(T(x)), x.reshape(2, 3, 3, 3).max(-1))
     close(layer.AvgPool1d(2, stride=1)(T(x)), (x[..., 1:] + x[..., :-1]) / 2)
-    with pytest.raises(ValueError, match=r"3-D.*\(2, 3\)"):
+    with pytest.raises(ValueError, match=r"3 or 4-D.*\(2, 3\)"):
         layer.MaxPool1d(2)(T(rand(2, 3)))
 
 

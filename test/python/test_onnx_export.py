@@ -113,7 +113,7 @@ class LSTMNet(model.Model):
         self.fc = layer.Linear(3)
 
     def forward(self, x):
-        seq, (h, c) = self.lstm(x)
+        seq, h, c = self.lstm(x)
         return self.fc(h)
 
 

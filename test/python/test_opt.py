@@ -23,7 +23,7 @@ def _run_singa(optimizer, p0, grads):
     p.name = "w"
     out = []
     for g in grads:
-        optimizer.update(p, tensor.from_numpy(g))
+        optimizer.apply(p.name, p, tensor.from_numpy(g))
         optimizer.step()
         out.append(p.numpy().copy())
     return out
@@ -144,7 +144,7 @@ def test_update_is_in_place():
     p = tensor.from_numpy(np.ones((3,), np.float32))
     p.name = "p"
     before = p.data
-    opt.SGD(lr=0.5, momentum=0.9).update(p, tensor.from_numpy(np.ones((3,), np.float32)))
+    opt.SGD(lr=0.5, momentum=0.9).apply("p", p, tensor.from_numpy(np.ones((3,), np.float32)))
     assert p.data is before
     np.testing.assert_allclose(p.numpy(), 0.5)
 
@@ -152,7 +152,7 @@ def test_update_is_in_place():
 def test_grad_is_not_modified_by_weight_decay():
     p = tensor.from_numpy(np.ones((3,), np.float32))
     g = tensor.from_numpy(np.full((3,), 2.0, np.float32))
-    opt.SGD(lr=0.1, weight_decay=0.5).update(p, g)
+    opt.SGD(lr=0.1, weight_decay=0.5).apply("p", p, g)
     np.testing.assert_allclose(g.numpy(), 2.0)
 
 
@@ -181,18 +181,21 @@ def test_states_round_trip_continues_identically():
     pa = tensor.from_numpy(p0)
     pa.name = "w"
     for g in grads[:3]:
-        a.update(pa, tensor.from_numpy(g))
+        a.apply(pa.name, pa, tensor.from_numpy(g))
         a.step()
-    states = {k: (v.numpy() if isinstance(v, tensor.Tensor) else v)
-              for k, v in a.get_states().items()}
-    assert set(states) == {"step_counter", "m/w", "v/w"}
+    states = a.get_states()
+    # SINGA's keys: the counter and one dict of buffers per kind.
+    assert set(states) == {"step_counter", "m", "v"} and states["step_counter"] == 3
+    assert set(states["m"]) == {"w"} and set(states["v"]) == {"w"}
+    states = {"step_counter": states["step_counter"],
+              "m": {"w": states["m"]["w"].numpy()}, "v": {"w": states["v"]["w"].numpy()}}
     b = opt.Adam(lr=0.01)
     b.set_states(states)
     pb = tensor.from_numpy(pa.numpy())
     pb.name = "w"
     for g in grads[3:]:
         for o, p in ((a, pa), (b, pb)):
-            o.update(p, tensor.from_numpy(g))
+            o.apply(p.name, p, tensor.from_numpy(g))
             o.step()
     np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
 
@@ -201,7 +204,7 @@ def test_errors_name_shapes_and_params():
     p = tensor.Tensor((2, 3))
     p.name = "fc.W"
     with pytest.raises(ValueError, match=r"fc\.W.*\(2, 3\)"):
-        opt.SGD(0.1).update(p, tensor.Tensor((3, 2)))
+        opt.SGD(0.1).apply(p.name, p, tensor.Tensor((3, 2)))
     with pytest.raises(TypeError, match="lr"):
         opt.SGD(lr="fast")
     with pytest.raises(ValueError, match="momentum"):
@@ -209,9 +212,9 @@ def test_errors_name_shapes_and_params():
     with pytest.raises(ValueError, match="nesterov"):
         opt.SGD(lr=0.1, nesterov=True)
     o = opt.SGD(0.1, momentum=0.9)
-    o.set_states({"momentum/fc.W": np.zeros((5,), np.float32)})
-    with pytest.raises(ValueError, match=r"momentum/fc\.W"):
-        o.update(p, tensor.Tensor((2, 3)))
+    o.set_states({"moments": {"fc.W": np.zeros((5,), np.float32)}})
+    with pytest.raises(ValueError, match=r"moments/fc\.W"):
+        o.apply(p.name, p, tensor.Tensor((2, 3)))
 
 
 def test_bias_correction_uses_step_counter():
@@ -221,8 +224,8 @@ def test_bias_correction_uses_step_counter():
     x, y = tensor.from_numpy(np.zeros(2, np.float32)), tensor.from_numpy(np.zeros(2, np.float32))
     x.name, y.name = "x", "y"
     g = tensor.from_numpy(np.ones(2, np.float32))
-    o.update(x, g)
-    o.update(y, g)
+    o.apply(x.name, x, g)
+    o.apply(y.name, y, g)
     np.testing.assert_allclose(x.numpy(), y.numpy())
     # At t = 1 Adam moves each weight by lr (up to epsilon).
     np.testing.assert_allclose(x.numpy(), -0.1, rtol=1e-5)
@@ -304,7 +307,7 @@ def test_scheduled_values_follow_parameters_to_their_device():
     o = opt.Adam(lr=0.01)
     p = tensor.from_numpy(np.ones((3,), np.float32), dev)
     p.name = "p"
-    o.update(p, tensor.from_numpy(np.ones((3,), np.float32), dev))
+    o.apply(p.name, p, tensor.from_numpy(np.ones((3,), np.float32), dev))
     o.step()
     assert o.step_counter.device.id() == dev.id() and o.lr_value.device.id() == dev.id()
     np.testing.assert_allclose(p.numpy(), 1 - 0.01, rtol=1e-5)
@@ -330,16 +333,15 @@ def test_set_states_restores_scheduled_values(make):
     pa = tensor.from_numpy(p0)
     pa.name = "w"
     for g in grads[:3]:
-        a.update(pa, tensor.from_numpy(g))
+        a.apply(pa.name, pa, tensor.from_numpy(g))
         a.step()
     b = make()
-    b.set_states({k: (v.numpy() if isinstance(v, tensor.Tensor) else v)
-                  for k, v in a.get_states().items()})
+    b.set_states(a.get_states())
     pb = tensor.from_numpy(pa.numpy())
     pb.name = "w"
     for g in grads[3:]:
         for o, p in ((a, pa), (b, pb)):
-            o.update(p, tensor.from_numpy(g))
+            o.apply(p.name, p, tensor.from_numpy(g))
             o.step()
     np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
 
@@ -354,7 +356,7 @@ def test_adam_bias_correction_holds_over_many_steps(torch):
     topt = torch.optim.Adam([tp], lr=0.01)
     for _ in range(300):
         g = rng.standard_normal((6,)).astype(np.float32)
-        o.update(p, tensor.from_numpy(g))
+        o.apply(p.name, p, tensor.from_numpy(g))
         o.step()
         tp.grad = torch.tensor(g, dtype=torch.float64)
         topt.step()

@@ -137,5 +137,11 @@ def test_bad_buffers_from_raw_api():
         c.CopyDataFromHostPtr(12345)
     with pytest.raises(ValueError, match="bytes"):
         c.CopyDataToHostPtr(bytearray(3))
-    with pytest.raises((TypeError, BufferError)):
+    with pytest.raises(ValueError, match="writable"):
         c.CopyDataToHostPtr(b"readonly-16bytes")
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        c.CopyDataToHostPtr(ro)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        c.CopyDataFromHostPtr(np.zeros((4, 2), np.float32)[:, 0])

@@ -45,7 +45,9 @@ class Device : public std::enable_shared_from_this<Device> {
   // Memory for a Block, counted in GetMemStats; throws MemoryError naming
   // the size on failure.
   void* AllocBlock(size_t size);
-  void FreeBlock(void* ptr, size_t size);
+  // Called from ~Block, so it never throws: a device that fails to free
+  // loses the memory rather than ending the process.
+  void FreeBlock(void* ptr, size_t size) noexcept;
 
   // Copies nbytes between blocks (either may be host memory when the
   // direction says so), offsets in bytes.
@@ -152,7 +154,8 @@ class CppCPU : public Device {
 // The process-wide default device (a CppCPU).
 std::shared_ptr<Device> DefaultDevice();
 
-// Threads used by element-wise loops and BLAS.
+// Threads used by element-wise loops and BLAS: at most the processors
+// available; n < 1 or n > 4096 raises ValueError.
 void SetNumThreads(int n);
 int GetNumThreads();
 

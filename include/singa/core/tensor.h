@@ -35,22 +35,24 @@ class Tensor {
   // True when the elements are laid out row-major without gaps.
   bool IsContiguous() const;
   // True when the strides are not row-major (a transposed or permuted view).
-  bool transpose() const;
+  bool IsTransposed() const;
 
-  // Address of the first element, whatever the dtype.
+  // Address of the first element, whatever the dtype. Every element access
+  // goes through these, so a Tensor without storage (default-constructed)
+  // raises ValueError here instead of dereferencing a null Block.
   const void* raw_data() const {
-    return static_cast<const char*>(block_->data()) + offset_ * SizeOf(dtype_);
+    return static_cast<const char*>(CheckedBlock()->data()) + offset_ * SizeOf(dtype_);
   }
   void* mutable_raw_data() {
-    return static_cast<char*>(block_->mutable_data()) + offset_ * SizeOf(dtype_);
+    return static_cast<char*>(CheckedBlock()->mutable_data()) + offset_ * SizeOf(dtype_);
   }
   template <typename T>
   const T* data() const {
-    return static_cast<const T*>(block_->data()) + offset_;
+    return static_cast<const T*>(CheckedBlock()->data()) + offset_;
   }
   template <typename T>
   T* mutable_data() {
-    return static_cast<T*>(block_->mutable_data()) + offset_;
+    return static_cast<T*>(CheckedBlock()->mutable_data()) + offset_;
   }
 
   // Views (no copy). Reshape copies only when the layout cannot be viewed.
@@ -85,6 +87,11 @@ class Tensor {
 
  private:
   friend Tensor MakeView(const Tensor&, const Shape&, const Strides&, size_t);
+  Block* CheckedBlock() const {
+    if (!block_) ThrowNoStorage();
+    return block_.get();
+  }
+  [[noreturn]] void ThrowNoStorage() const;
   Shape shape_;
   Strides strides_;
   size_t offset_ = 0;

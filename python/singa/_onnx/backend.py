@@ -10,7 +10,7 @@ from onnx.backend.base import Backend
 from singa import device as singa_device
 from singa._onnx import dtypes
 from singa._onnx.errors import GraphError
-from singa._onnx.importer import SingaRep
+from singa._onnx.importer import SingaRep, check_declared_shapes
 
 
 class SingaNumpyRep(SingaRep):
@@ -57,6 +57,7 @@ class SingaBackend(Backend):
         opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         # Graph outputs need a type; take what shape inference finds.
+        check_declared_shapes(model)
         try:
             inferred = shape_inference.infer_shapes(model).graph.value_info
         except Exception:

@@ -83,6 +83,36 @@ def default_opset(model):
     raise UnsupportedError("model imports no ai.onnx opset")
 
 
+def _value_infos(graph):
+    """Every ValueInfoProto of graph and of the subgraphs in its nodes."""
+    yield from graph.input
+    yield from graph.output
+    yield from graph.value_info
+    for node in graph.node:
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _value_infos(sub)
+
+
+def check_declared_shapes(model):
+    """GraphError for a declared dimension below zero.
+
+    onnx's shape inference trusts declared dimensions (a negative one feeding
+    a Slice aborts the process inside onnx), so they are checked before any
+    model reaches it.
+    """
+    for vi in _value_infos(model.graph):
+        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if t is None or not t.HasField("shape"):
+            continue
+        for i, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value") and d.dim_value < 0:
+                dims = [x.dim_value if x.HasField("dim_value") else x.dim_param or "?"
+                        for x in t.shape.dim]
+                raise GraphError(f'value "{vi.name}" declares shape {dims}: dimension {i} '
+                                 "is negative")
+
+
 def _elem_types(model):
     """Value name -> ONNX element type, from the graph and shape inference."""
     types = {}
@@ -156,6 +186,7 @@ class SingaRep(BackendRep):
             onnx.checker.check_model(model)
         except Exception as e:
             raise GraphError(f"malformed ONNX model: {e}") from e
+        check_declared_shapes(model)
         self.model = model
         self.opset = default_opset(model)
         g = model.graph

@@ -253,10 +253,25 @@ def cast_to(x, to, where=""):
     if to == TensorProto.BOOL:
         return F.logical_not(F.equal(x, F.scalar_like(x, 0))).as_type(tensor.int32)
     want = dtypes.singa_dtype(to, where)
-    if x.dtype == want:
-        return x
     # The C++ conversion truncates floats toward zero, like ONNX Cast.
-    return x.as_type(want)
+    y = x if x.dtype == want else x.as_type(want)
+    if to in _NARROW_INTS:
+        y = _wrap_int(y, *_NARROW_INTS[to])
+    return y
+
+
+# Integer types narrower than int32 (held in int32): (modulus, lowest value).
+_NARROW_INTS = {TensorProto.UINT8: (256, 0), TensorProto.INT8: (256, -128),
+                TensorProto.UINT16: (65536, 0), TensorProto.INT16: (65536, -32768)}
+
+
+def _wrap_int(y, mod, low):
+    """int32 values wrapped into [low, low + mod), as a C cast (and
+    onnxruntime's Cast) keeps the low bits: -1 as uint8 is 255."""
+    r = tensor.sub(y, tensor.mul(tensor.div(tensor.sub(y, low), mod), mod))
+    # C division truncates, so r - low lies in (-mod, mod): fold the negatives.
+    neg = tensor.lt(r, low)
+    return tensor.add(r, tensor.mul(neg, mod))
 
 
 @op("Cast", attrs=("to", "saturate", "round_mode"), since=6)

@@ -186,6 +186,8 @@ def lp_norm(n):
 def lrn(n):
     x = n.x(0)
     size = n.attr("size")
+    if not isinstance(size, int) or size < 1:
+        raise GraphError(f"size must be a positive int, got {size!r}")
     alpha, beta, bias = n.attr("alpha", 1e-4), n.attr("beta", 0.75), n.attr("bias", 1.0)
     C = x.shape[1]
     lo = (size - 1) // 2

@@ -12,8 +12,20 @@ statistics); attributes whose names start with ``_`` are private scratch
 and never registered. ``get_params`` / ``get_states`` return dicts keyed by
 dotted paths relative to the layer asked (``"conv1.W"``), and every
 registered tensor's ``name`` is its dotted path from the root layer, which
-is what optimizers key their buffers by.
+is what optimizers key their buffers by. ``get_params`` / ``get_states`` of
+any layer key by those full names, as SINGA's do, so a sub-layer's dict can
+be handed to the root's ``set_params`` (and a SINGA checkpoint's names are
+the same). ``register_layers(*layers)`` registers layers as "0", "1", ...
+(SINGA's way of adding a list of sub-layers).
+
+As in SINGA, the metaclass ``LayerMeta`` wraps every ``initialize`` and
+``forward`` a subclass defines: ``forward`` initialises the layer first if
+it has not been, and ``initialize`` runs outside any graph being recorded,
+then marks the layer initialised and names its tensors.
 """
+
+import contextlib
+import functools
 
 import numpy as np
 
@@ -21,7 +33,72 @@ from singa import device as _device
 from singa import tensor as _tensor
 from singa.tensor import Tensor
 
-__all__ = ["Layer", "Sequential"]
+__all__ = ["LayerMeta", "Layer", "Sequential"]
+
+
+def _first_device(inputs):
+    for x in inputs:
+        if isinstance(x, Tensor):
+            return x.device
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                if isinstance(y, Tensor):
+                    return y.device
+    return None
+
+
+@contextlib.contextmanager
+def _not_recorded(dev):
+    """Parameters are made and filled once, even inside a step that a graph
+    records (a replayed graph would refill them)."""
+    unrecorded = getattr(_device, "unrecorded", None)
+    if unrecorded is not None:
+        with unrecorded(dev):
+            yield
+        return
+    if dev is None or not hasattr(dev, "graph_enabled"):
+        yield
+        return
+    flag = dev.graph_enabled()
+    dev.EnableGraph(False)
+    try:
+        yield
+    finally:
+        dev.EnableGraph(flag)
+
+
+class LayerMeta(type):
+    """Wraps the ``initialize`` and ``forward`` that a class defines (see
+    the module doc)."""
+
+    @staticmethod
+    def init_wrapper(func):
+        @functools.wraps(func)
+        def initialize(self, *args, **kwargs):
+            with _not_recorded(_first_device(args)):
+                func(self, *args, **kwargs)
+            self.__dict__["_initialized"] = True
+            self._name_tensors()
+        initialize._singa_wrapped = True
+        return initialize
+
+    @staticmethod
+    def forward_wrapper(func):
+        @functools.wraps(func)
+        def forward(self, *args, **kwargs):
+            if not self.__dict__.get("_initialized", True):
+                self._run_initialize(args, kwargs)
+            return func(self, *args, **kwargs)
+        forward._singa_wrapped = True
+        return forward
+
+    def __new__(mcs, name, bases, attrs):
+        for key, wrap in (("initialize", LayerMeta.init_wrapper),
+                          ("forward", LayerMeta.forward_wrapper)):
+            fn = attrs.get(key)
+            if callable(fn) and not getattr(fn, "_singa_wrapped", False):
+                attrs[key] = wrap(fn)
+        return super().__new__(mcs, name, bases, attrs)
 
 
 def _as_numpy(value, name, where):
@@ -33,7 +110,7 @@ def _as_numpy(value, name, where):
                     f"got {type(value).__name__}")
 
 
-class Layer:
+class Layer(metaclass=LayerMeta):
     """Base class of layers and models.
 
     Subclasses call ``super().__init__()`` first, create parameters in
@@ -67,8 +144,12 @@ class Layer:
             self._add_layer(attr, value)
         elif isinstance(value, (list, tuple)) and value and \
                 all(isinstance(v, Layer) for v in value):
+            # A layer that already has a name here keeps it: SINGA code keeps
+            # lists of layers that it registers by attribute or with
+            # register_layers.
             for i, v in enumerate(value):
-                self._add_layer(f"{attr}{self.sep}{i}", v)
+                if self._key_of(v) is None:
+                    self._add_layer(f"{attr}{self.sep}{i}", v)
         elif isinstance(value, Tensor):
             names = self._param_names if value.stores_grad else self._state_names
             names.append(attr)
@@ -88,7 +169,17 @@ class Layer:
             if attr in names:
                 names.remove(attr)
 
+    def _key_of(self, layer):
+        for key, sub in self._layers.items():
+            if sub is layer:
+                return key
+        return None
+
     def _add_layer(self, key, layer):
+        # One name per sub-layer: registering it again renames it.
+        old = self._key_of(layer)
+        if old is not None and old != key:
+            del self._layers[old]
         self._layers[key] = layer
         layer.__dict__["_parent"] = self
         layer.__dict__["name"] = key
@@ -126,13 +217,21 @@ class Layer:
         return self.forward(*inputs, **kwargs)
 
     def _run_initialize(self, inputs, kwargs):
-        # Parameters are made and filled once, even inside a step that a
-        # graph records (a graph would refill them at every replay).
-        dev = next((x.device for x in inputs if isinstance(x, Tensor)), None)
-        with _device.unrecorded(dev):
-            self.initialize(*inputs, **kwargs)
-        self.__dict__["_initialized"] = True
-        self._name_tensors()
+        # initialize is wrapped by LayerMeta: it runs unrecorded, marks the
+        # layer initialised and names its tensors.
+        self.initialize(*inputs, **kwargs)
+
+    def register_layers(self, *layers):
+        """Registers layers as sub-layers named "0", "1", ... (SINGA's form
+        for a list of layers; a single list argument works too)."""
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Layer):
+                raise TypeError(f"{type(self).__name__}.register_layers: item {i} is a "
+                                f"{type(layer).__name__}, not a Layer")
+        for i, layer in enumerate(layers):
+            setattr(self, str(i), layer)
 
     def __repr__(self):
         return f"{type(self).__name__}(name={self.name!r})"
@@ -151,21 +250,43 @@ class Layer:
                 out[key + self.sep + n] = t
         return out
 
+    def _collect_named(self, with_states):
+        prefix = self._prefix()
+        return {prefix + k: t for k, t in self._collect(with_states).items()}
+
     def get_params(self):
-        """{dotted name: Tensor} of the trainable parameters."""
-        return self._collect(False)
+        """{name: Tensor} of the trainable parameters, keyed by their full
+        dotted names from the root layer (as SINGA does)."""
+        return self._collect_named(False)
 
     def get_states(self):
-        """{dotted name: Tensor} of parameters and states (running statistics)."""
-        return self._collect(True)
+        """{name: Tensor} of parameters and states (running statistics)."""
+        return self._collect_named(True)
 
     def set_params(self, parameters):
-        """Copies values (Tensors or NumPy arrays) into the named parameters."""
+        """Copies values (Tensors or NumPy arrays) into the named parameters.
+
+        Names are the full names get_params gives; on a sub-layer, names
+        relative to it work too. Every entry is checked before any is copied.
+        """
         self._assign(parameters, self.get_params(), "set_params")
 
     def set_states(self, states):
         """Copies values into the named parameters and states."""
         self._assign(states, self.get_states(), "set_states")
+
+    def set_attribute(self, attribute, attribute_value):
+        """Copies a Tensor's or NumPy array's values into the tensor
+        attribute (SINGA's helper for set_params)."""
+        where = f"{type(self).__name__}.set_attribute"
+        if not isinstance(attribute, Tensor):
+            raise TypeError(f"{where}: the attribute must be a Tensor, got "
+                            f"{type(attribute).__name__}")
+        arr = _as_numpy(attribute_value, attribute.name, where)
+        if tuple(arr.shape) != tuple(attribute.shape):
+            raise ValueError(f"{where}: {attribute.name!r} has shape {tuple(attribute.shape)}, "
+                             f"got a value of shape {tuple(arr.shape)}")
+        attribute.copy_from_numpy(arr)
 
     def _assign(self, values, targets, where):
         where = f"{type(self).__name__}.{where}"
@@ -173,9 +294,12 @@ class Layer:
             raise TypeError(f"{where}: expected a dict of name -> value, "
                             f"got {type(values).__name__}")
         staged = []
+        prefix = self._prefix()
         # Check every entry before copying any, so a bad dict changes nothing.
         for name, value in values.items():
             t = targets.get(name)
+            if t is None and prefix and isinstance(name, str):
+                t = targets.get(prefix + name)
             if t is None:
                 hint = ("" if targets else "; the layer has no parameters yet: call it on "
                         "an input (or Model.compile) first")
@@ -193,21 +317,38 @@ class Layer:
 
     # ---- checks for subclasses ----
 
+    def _checked_tensors(self, inputs, where):
+        inputs = [x for x in inputs if x is not None]
+        for i, x in enumerate(inputs):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{type(self).__name__}.{where}: argument {i} is a "
+                                f"{type(x).__name__}, not a Tensor")
+        return inputs
+
     def device_check(self, *inputs):
-        """Raises ValueError unless all inputs share the first one's device."""
+        """Moves every tensor to the first one's device, in place (SINGA's
+        explicit way of moving a layer's parameters to its input's device)."""
+        inputs = self._checked_tensors(inputs, "device_check")
+        if not inputs:
+            return
         dev = inputs[0].device
-        for x in inputs[1:]:
-            if x.device.id() != dev.id():
-                raise ValueError(f"{type(self).__name__}: inputs are on different devices "
-                                 f"({dev.name()} and {x.device.name()})")
+        with _not_recorded(dev):
+            for x in inputs[1:]:
+                if x.device.id() != dev.id():
+                    x.to_device(dev)
 
     def dtype_check(self, *inputs):
-        """Raises TypeError unless all inputs share the first one's dtype."""
+        """Converts every tensor to the first one's dtype, in place (SINGA's
+        explicit cast; singa's own layers raise TypeError on mixed dtypes
+        instead of calling it)."""
+        inputs = self._checked_tensors(inputs, "dtype_check")
+        if not inputs:
+            return
         dt = inputs[0].dtype
-        for x in inputs[1:]:
-            if x.dtype != dt:
-                raise TypeError(f"{type(self).__name__}: inputs have dtypes "
-                                f"{_tensor.dtype_name(dt)} and {_tensor.dtype_name(x.dtype)}")
+        with _not_recorded(inputs[0].device):
+            for x in inputs[1:]:
+                if x.dtype != dt:
+                    x.to_type(dt)
 
 
 def check_input(layer, x, ndim=None, what="input", dtype=None):

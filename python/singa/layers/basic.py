@@ -34,9 +34,9 @@ class Tanh(_Unary):
 
 
 class SoftMax(Layer):
-    """Softmax along axis (the last one by default)."""
+    """Softmax along axis (1 by default, as SINGA's softmax)."""
 
-    def __init__(self, axis=-1):
+    def __init__(self, axis=1):
         super().__init__()
         self.axis = axis
 

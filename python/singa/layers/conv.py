@@ -1,7 +1,8 @@
 """Convolution and pooling layers over NCHW (and NCL) inputs.
 
 Padding is given as an int, a pair (ph, pw) applied to both sides, or four
-values (top, left, bottom, right); ``pad_mode`` "SAME_UPPER" / "SAME_LOWER"
+values in SINGA's order, axis by axis: (top, bottom, left, right) (the
+order of ``utils.get_padding_shape``); ``pad_mode`` "SAME_UPPER" / "SAME_LOWER"
 (ONNX auto_pad) instead computes, for every input, the padding that keeps
 ceil(size / stride) outputs, putting the odd pixel at the end (UPPER) or
 the start (LOWER). Because that is recomputed per call, one layer can be
@@ -33,16 +34,35 @@ def _pair(v, what, where, low=1):
 
 
 def _pads(padding, where):
-    """(top, left, bottom, right) from an int, a pair or four values."""
+    """(top, left, bottom, right), the order the conv and pooling ops take,
+    from an int, a pair (ph, pw) or SINGA's four values (top, bottom, left,
+    right)."""
     if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
         padding = (padding, padding)
-    p = tuple(int(a) for a in padding)
+    try:
+        p = tuple(int(a) for a in padding)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: padding must be an int, a pair or four ints, "
+                        f"got {padding!r}") from None
     if len(p) == 2:
-        p = (p[0], p[1], p[0], p[1])
+        p = (p[0], p[0], p[1], p[1])
     if len(p) != 4 or min(p) < 0:
         raise ValueError(f"{where}: padding must be an int, a pair or four values >= 0, "
                          f"got {padding!r}")
-    return p
+    top, bottom, left, right = p
+    return (top, left, bottom, right)
+
+
+# Conv2d keyword arguments SINGA accepts for cuDNN's algorithm choice; they
+# do not apply here and are kept only so SINGA code passing them runs.
+_CUDNN_KWARGS = ("cudnn_prefer", "workspace_MB_limit")
+
+
+def _conv_kwargs(kwargs, where):
+    unknown = [k for k in kwargs if k not in _CUDNN_KWARGS + ("W_initializer",)]
+    if unknown:
+        raise TypeError(f"{where}: unexpected keyword argument {unknown[0]!r}")
+    return kwargs.get("W_initializer")
 
 
 def _check_pad_mode(pad_mode, where):
@@ -72,16 +92,17 @@ class Conv2d(Layer):
     """2-D convolution (cross-correlation) of (N, C, H, W) input.
 
     ``Conv2d(nb_kernels, kernel_size)`` infers C from the first input;
-    ``Conv2d(in_channels, nb_kernels, kernel_size)`` also checks it. W has
+    ``Conv2d(in_channels, nb_kernels, kernel_size[, stride, padding])``
+    (SINGA's rule: three leading positional ints) also checks it. W has
     shape (nb_kernels, C / group, kh, kw) and starts as N(0, 2 / (C kh kw +
     nb_kernels)) (SINGA's choice) unless W_initializer is given; b starts at
     zero. activation "RELU" applies a ReLU to the output.
     """
 
     def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1,
-                 group=1, bias=True, pad_mode="NOTSET", activation="NOTSET",
-                 W_initializer=None):
+                 group=1, bias=True, pad_mode="NOTSET", activation="NOTSET", **kwargs):
         super().__init__()
+        W_initializer = _conv_kwargs(kwargs, "Conv2d")
         self.in_channels = None
         if args:
             # SINGA's older positional form: (in_channels, out_channels, kernel[, stride,
@@ -154,29 +175,49 @@ class Conv2d(Layer):
 
 class SeparableConv2d(Layer):
     """A depthwise convolution (one kernel per input channel) followed by a
-    1x1 pointwise convolution to nb_kernels channels (as in Xception)."""
+    1x1 pointwise convolution to nb_kernels channels (as in Xception).
 
-    def __init__(self, nb_kernels, kernel_size, stride=1, padding=0, bias=False,
+    Sub-layers ``depthwise_conv`` and ``point_conv`` (SINGA's names) are made
+    on the first call. ``SeparableConv2d(in_channels, nb_kernels,
+    kernel_size[, stride, padding])`` is SINGA's positional form.
+    """
+
+    def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, bias=False,
                  pad_mode="NOTSET"):
         super().__init__()
-        self.nb_kernels = nb_kernels
+        self.in_channels = None
+        if args:
+            if len(args) > 3:
+                raise TypeError("SeparableConv2d: too many positional arguments")
+            self.in_channels = int(nb_kernels)
+            nb_kernels, kernel_size = kernel_size, args[0]
+            if len(args) > 1:
+                stride = args[1]
+            if len(args) > 2:
+                padding = args[2]
+        # Validate the arguments now rather than at the first call.
+        Conv2d(nb_kernels, kernel_size, stride=stride, padding=padding, pad_mode=pad_mode)
+        self.nb_kernels = int(nb_kernels)
         self.kernel_size = kernel_size
         self.stride = stride
         self.padding = padding
-        self.bias = bias
+        self.bias = bool(bias)
         self.pad_mode = pad_mode
-        # Validate the arguments now rather than at the first call.
-        Conv2d(nb_kernels, kernel_size, stride=stride, padding=padding, pad_mode=pad_mode)
-        self.pointwise = Conv2d(nb_kernels, 1, bias=bias)
 
     def initialize(self, x):
-        check_input(self, x, 4)
+        check_input(self, x, 4, dtype="float")
         c = x.shape[1]
-        self.depthwise = Conv2d(c, self.kernel_size, stride=self.stride, padding=self.padding,
-                                group=c, bias=self.bias, pad_mode=self.pad_mode)
+        if self.in_channels is not None and c != self.in_channels:
+            raise ValueError(f"SeparableConv2d: built for {self.in_channels} input channels, "
+                             f"got input of shape {tuple(x.shape)}")
+        self.in_channels = c
+        self.depthwise_conv = Conv2d(c, self.kernel_size, stride=self.stride,
+                                     padding=self.padding, group=c, bias=self.bias,
+                                     pad_mode=self.pad_mode)
+        self.point_conv = Conv2d(self.nb_kernels, 1, bias=self.bias)
 
     def forward(self, x):
-        return self.pointwise(self.depthwise(x))
+        return self.point_conv(self.depthwise_conv(x))
 
 
 class Pooling2d(Layer):
@@ -228,18 +269,29 @@ class AvgPool2d(Pooling2d):
 
 
 class Pooling1d(Pooling2d):
-    """Pooling over (N, C, L) input, run as 2-D pooling of height 1."""
+    """Pooling over (N, C, L) input, run as 2-D pooling of height 1; SINGA's
+    (N, C, 1, L) input works too and keeps its four dimensions."""
 
     def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET",
                  ceil_mode=False):
         where = type(self).__name__
         k = _pair(kernel_size, "kernel_size", where)[0]
         s = k if stride is None else _pair(stride, "stride", where)[0]
-        p = _pads(padding, where)
-        super().__init__((1, k), (1, s), (0, p[1], 0, p[3]), is_max, pad_mode, ceil_mode)
+        if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
+            padding = (padding, padding)
+        p = tuple(padding)
+        if len(p) != 2:
+            raise ValueError(f"{where}: padding must be an int or a pair (left, right), "
+                             f"got {padding!r}")
+        super().__init__((1, k), (1, s), (0, 0, p[0], p[1]), is_max, pad_mode, ceil_mode)
 
     def forward(self, x):
-        check_input(self, x, 3)
+        check_input(self, x, (3, 4))
+        if x.ndim() == 4:
+            if x.shape[2] != 1:
+                raise ValueError(f"{type(self).__name__}: a 4-D input must have height 1, got "
+                                 f"shape {tuple(x.shape)}")
+            return super().forward(x)
         n, c, length = x.shape
         y = super().forward(autograd.reshape(x, (n, c, 1, length)))
         return autograd.reshape(y, (n, c, y.shape[3]))

@@ -16,8 +16,12 @@ class BatchNorm2d(Layer):
     and running_var (ones), updated while training as
     running = momentum * running + (1 - momentum) * batch statistic (SINGA's
     convention: momentum is the weight of the old value). num_features is
-    optional and only checked.
+    optional and only checked; ``channels`` is SINGA's name for it.
     """
+
+    @property
+    def channels(self):
+        return self.num_features
 
     def __init__(self, num_features=None, momentum=0.9, epsilon=1e-5):
         super().__init__()

@@ -1,5 +1,6 @@
 #include "singa/core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
@@ -16,7 +17,15 @@
 
 namespace singa {
 
+namespace {
+// Above this, set_num_threads is surely a mistake.
+constexpr int kMaxThreads = 4096;
+}  // namespace
+
 size_t Product(const Shape& shape) {
+  // An empty dimension empties the shape, however large the others are.
+  for (size_t d : shape)
+    if (d == 0) return 0;
   size_t n = 1;
   for (size_t d : shape) {
     if (d != 0 && n > std::numeric_limits<size_t>::max() / 4 / d)
@@ -67,8 +76,11 @@ void* Device::AllocBlock(size_t size) {
   return ptr;
 }
 
-void Device::FreeBlock(void* ptr, size_t size) {
-  Free(ptr, size);
+void Device::FreeBlock(void* ptr, size_t size) noexcept {
+  try {
+    Free(ptr, size);
+  } catch (...) {
+  }
   allocated_ -= size;
 }
 
@@ -230,9 +242,14 @@ void CppCPU::Free(void* ptr, size_t size) {
     void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) & ~(kHugePage - 1));
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cached_bytes_ + rounded <= kCacheLimit) {
-      cache_[rounded].push_back(base);
-      cached_bytes_ += rounded;
-      return;
+      // Free runs in ~Block, so nothing may escape: if the cache cannot
+      // grow to hold the buffer, the buffer is released instead.
+      try {
+        cache_[rounded].push_back(base);
+        cached_bytes_ += rounded;
+        return;
+      } catch (...) {
+      }
     }
     std::free(base);
     return;
@@ -256,12 +273,15 @@ std::shared_ptr<Device> DefaultDevice() {
 
 void SetNumThreads(int n) {
   SINGA_CHECK(n >= 1, ValueError, "set_num_threads: need at least 1 thread, got ", n);
+  SINGA_CHECK(n <= kMaxThreads, ValueError, "set_num_threads: ", n,
+              " threads is more than the ", kMaxThreads, " supported");
 #ifdef _OPENMP
+  // More threads than processors only adds switching (and a runaway count
+  // would have OpenMP reserve a stack for each), so use what the machine has.
+  n = std::min(n, omp_get_num_procs());
   omp_set_num_threads(n);
 #endif
-#ifndef SINGA_BLAS_NO_PREFIX
-  SINGA_BLAS(openblas_set_num_threads)(n);
-#endif
+  SetBlasThreads(n);
 }
 
 int GetNumThreads() {

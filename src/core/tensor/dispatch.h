@@ -64,9 +64,10 @@ inline void CheckSameDtype(const char* op, const Tensor& a, const Tensor& b) {
               DataTypeName(b.data_type()), " differ (cast one with as_type)");
 }
 
-// True when out and x are the very same elements (safe for in-place
-// element-wise work); false when they share a block in another layout.
-bool SameLayout(const Tensor& x, const Tensor& out);
+// True when an element-wise op may read x while writing out: they use
+// different Blocks, or the very same elements in the same layout. False
+// when they share a Block in another layout.
+bool SafeToWriteOver(const Tensor& x, const Tensor& out);
 // x itself, or a contiguous copy when writing out would overwrite x's
 // elements before they are read.
 Tensor Unaliased(const Tensor& x, const Tensor& out);

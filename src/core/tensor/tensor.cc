@@ -40,7 +40,12 @@ bool Tensor::IsContiguous() const {
   return true;
 }
 
-bool Tensor::transpose() const {
+void Tensor::ThrowNoStorage() const {
+  SINGA_THROW(ValueError, "tensor of shape ", shape_,
+              " has no storage (a default-constructed Tensor holds no data)");
+}
+
+bool Tensor::IsTransposed() const {
   int64_t prev = INT64_MAX;
   for (size_t i = 0; i < shape_.size(); ++i) {
     if (shape_[i] <= 1) continue;
@@ -67,12 +72,14 @@ Tensor Tensor::View(const Shape& shape, const Strides& strides,
               " dimensions is more than the 64 supported");
   const size_t capacity = block_ ? block_->size() / SizeOf(dtype_) : 0;
   if (Product(shape) > 0) {
-    int64_t lo = static_cast<int64_t>(offset), hi = lo;
+    // 128-bit bounds: 64 axes of (2^64 - 1) * 2^63 cannot overflow them, so
+    // no shape, stride or offset can wrap the check around.
+    __int128 lo = static_cast<__int128>(offset), hi = lo;
     for (size_t i = 0; i < shape.size(); ++i) {
-      int64_t span = static_cast<int64_t>(shape[i] - 1) * strides[i];
+      __int128 span = static_cast<__int128>(shape[i] - 1) * strides[i];
       (span < 0 ? lo : hi) += span;
     }
-    SINGA_CHECK(lo >= 0 && hi < static_cast<int64_t>(capacity), IndexError,
+    SINGA_CHECK(lo >= 0 && hi < static_cast<__int128>(capacity), IndexError,
                 "View: shape ", shape, " with strides ", strides,
                 " and offset ", offset, " reaches outside storage of ",
                 capacity, " elements");
@@ -127,8 +134,10 @@ Tensor Tensor::Slice(size_t axis, size_t start, size_t stop,
   start = std::min(start, stop);
   Shape shape = shape_;
   Strides strides = strides_;
-  shape[axis] = (stop - start + step - 1) / step;
-  strides[axis] *= static_cast<int64_t>(step);
+  shape[axis] = stop == start ? 0 : (stop - start - 1) / step + 1;
+  // With two or more elements step < shape, so the product stays inside the
+  // Block's range; a single element keeps its stride (any step would do).
+  if (shape[axis] > 1) strides[axis] *= static_cast<int64_t>(step);
   return MakeView(*this, shape, strides,
                   offset_ + start * static_cast<size_t>(strides_[axis]));
 }
@@ -225,7 +234,7 @@ void Tensor::SetValue(float x) {
             Math<lang::Cpp>::Fill(sp, x, t.mutable_data<float>());
             break;
           default:
-            Math<lang::Cpp>::Fill(sp, static_cast<int32_t>(x), t.mutable_data<int32_t>());
+            Math<lang::Cpp>::Fill(sp, op::ToElem<int32_t>(x), t.mutable_data<int32_t>());
         }
       },
       {}, {block()});
@@ -237,7 +246,8 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
   SINGA_CHECK(nbytes % es == 0, ValueError, "copy_from_numpy: ", nbytes,
               " bytes is not a whole number of ", DataTypeName(dtype_),
               " elements");
-  SINGA_CHECK(elem_offset + nbytes / es <= Size(), ValueError,
+  // Written so that no offset, however large, can wrap the sum around.
+  SINGA_CHECK(elem_offset <= Size() && nbytes / es <= Size() - elem_offset, ValueError,
               "copy_from_numpy: ", nbytes / es, " elements at offset ",
               elem_offset, " do not fit a tensor of shape ", shape_);
   if (nbytes == 0) return;
@@ -403,7 +413,7 @@ ElemSpace MakeElemSpace(const Shape& out_shape,
   return sp;
 }
 
-bool SameLayout(const Tensor& x, const Tensor& out) {
+bool SafeToWriteOver(const Tensor& x, const Tensor& out) {
   if (x.block() != out.block()) return true;
   if (x.offset() != out.offset() || x.shape() != out.shape()) return false;
   for (size_t i = 0; i < x.nDim(); ++i)
@@ -412,7 +422,7 @@ bool SameLayout(const Tensor& x, const Tensor& out) {
 }
 
 Tensor Unaliased(const Tensor& x, const Tensor& out) {
-  if (SameLayout(x, out)) return x;
+  if (SafeToWriteOver(x, out)) return x;
   Tensor copy(x.shape(), x.device(), x.data_type());
   copy.CopyData(x);
   return copy;

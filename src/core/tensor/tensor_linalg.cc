@@ -137,6 +137,17 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out(out_shape, a.device(), a.data_type());
+  // 1-D operands lose their promoted axis in the result, as in NumPy.
+  Shape final_shape = batch;
+  if (a.nDim() != 1) final_shape.push_back(m);
+  if (b.nDim() != 1) final_shape.push_back(n);
+  // Empty results and empty sums (k == 0, all zeros) need no operand views,
+  // which an operand with no elements could not give.
+  if (out.Size() == 0) return out.Reshape(final_shape);
+  if (k == 0) {
+    out.SetValue(0.f);
+    return out.Reshape(final_shape);
+  }
   GemmView va, vb;
   Tensor ta = GemmOperand(a2, &va), tb = GemmOperand(b2, &vb);
   // Batch strides of each operand over the broadcast batch shape.
@@ -147,15 +158,6 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   Strides bsa = BroadcastStrides(va_view, batch, name);
   Strides bsb = BroadcastStrides(vb_view, batch, name);
   const int64_t nbatch = static_cast<int64_t>(Product(batch));
-  // 1-D operands lose their promoted axis in the result, as in NumPy.
-  Shape final_shape = batch;
-  if (a.nDim() != 1) final_shape.push_back(m);
-  if (b.nDim() != 1) final_shape.push_back(n);
-  if (out.Size() == 0) return out.Reshape(final_shape);
-  if (k == 0) {
-    out.SetValue(0.f);
-    return out.Reshape(final_shape);
-  }
   CheckComputeType(name, a.data_type());
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
       [=](Context*) mutable {
@@ -387,7 +389,9 @@ void AddRows(T* d, const T* s, const std::vector<int64_t>& pos, int64_t outer, i
     for (int64_t i = 0; i < m; ++i) {
       T* dr = d + (o * n + pos[i]) * inner;
       const T* sr = s + (o * m + i) * inner;
-      for (int64_t j = 0; j < inner; ++j) dr[j] += sr[j];
+      // int32 sums wrap (ToElem) instead of overflowing.
+      for (int64_t j = 0; j < inner; ++j)
+        dr[j] = op::ToElem<T>(static_cast<typename op::EvalType<T>::type>(dr[j]) + sr[j]);
     }
 }
 }  // namespace

@@ -65,19 +65,51 @@ SINGA_HD inline T DivOf(T a, T b) {
   }
 }
 
-#define SINGA_UNARY_OP(Name, expr)               \
-  struct Name {                                  \
-    template <typename T>                        \
-    SINGA_HD T operator()(T x) const {           \
-      return static_cast<T>(expr);               \
-    }                                            \
+// int32 formulas are evaluated in int64_t, where no sum, difference or
+// product of two int32 values overflows; ToElem brings the result back.
+template <typename T>
+struct EvalType {
+  using type = T;
+};
+template <>
+struct EvalType<int32_t> {
+  using type = int64_t;
+};
+
+// v as element type T without undefined behaviour: an integer wraps modulo
+// 2^32 (as NumPy's int32 does); a floating value converted to an integer
+// saturates, and NaN becomes 0.
+template <typename T, typename V>
+SINGA_HD inline T ToElem(V v) {
+  if constexpr (std::is_integral<T>::value && std::is_floating_point<V>::value) {
+    if (!(v == v)) return T(0);
+    if (v >= static_cast<V>(2147483647.0)) return T(2147483647);
+    if (v <= static_cast<V>(-2147483648.0)) return T(-2147483647 - 1);
+    return static_cast<T>(v);
+  } else if constexpr (std::is_integral<T>::value) {
+    return static_cast<T>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+#define SINGA_UNARY_OP(Name, expr)                      \
+  struct Name {                                         \
+    template <typename E>                               \
+    SINGA_HD E operator()(E x_) const {                 \
+      using T = typename EvalType<E>::type;             \
+      const T x = static_cast<T>(x_);                   \
+      return ToElem<E>(expr);                           \
+    }                                                   \
   };
-#define SINGA_BINARY_OP(Name, expr)              \
-  struct Name {                                  \
-    template <typename T>                        \
-    SINGA_HD T operator()(T a, T b) const {      \
-      return static_cast<T>(expr);               \
-    }                                            \
+#define SINGA_BINARY_OP(Name, expr)                     \
+  struct Name {                                         \
+    template <typename E>                               \
+    SINGA_HD E operator()(E a_, E b_) const {           \
+      using T = typename EvalType<E>::type;             \
+      const T a = static_cast<T>(a_), b = static_cast<T>(b_); \
+      return ToElem<E>(expr);                           \
+    }                                                   \
   };
 #include "singa/core/ops.def"
 
@@ -91,7 +123,8 @@ struct ClipOp {
   float lo, hi;
   template <typename T>
   SINGA_HD T operator()(T x) const {
-    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+    const T l = ToElem<T>(lo), h = ToElem<T>(hi);
+    return x < l ? l : (x > h ? h : x);
   }
 };
 // alpha * x + beta * y, with a the x operand and b the y operand of Binary.
@@ -106,7 +139,7 @@ struct LeakyReLUOp {
   float alpha;
   template <typename T>
   SINGA_HD T operator()(T x) const {
-    return x > T(0) ? x : static_cast<T>(x * alpha);
+    return x > T(0) ? x : ToElem<T>(x * alpha);
   }
 };
 }  // namespace op

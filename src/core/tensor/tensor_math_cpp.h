@@ -8,7 +8,11 @@
 #include <limits>
 #include <random>
 
+// Streaming stores use AVX-512 intrinsics where the compiler targets it;
+// every other target takes the portable loop in WriteRun.
+#if defined(__AVX512F__)
 #include <immintrin.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -173,10 +177,6 @@ inline float Convert<float, Half>(Half x) {
   return HalfToFloat(x.bits);
 }
 template <>
-inline int32_t Convert<int32_t, Half>(Half x) {
-  return static_cast<int32_t>(HalfToFloat(x.bits));
-}
-template <>
 inline Half Convert<Half, float>(float x) {
   return Half{FloatToHalf(x)};
 }
@@ -191,10 +191,11 @@ inline Half Convert<Half, Half>(Half x) {
 // Float to int saturates (NaN to 0) instead of invoking undefined behaviour.
 template <>
 inline int32_t Convert<int32_t, float>(float x) {
-  if (!(x == x)) return 0;
-  if (x >= 2147483647.0f) return std::numeric_limits<int32_t>::max();
-  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
-  return static_cast<int32_t>(x);
+  return op::ToElem<int32_t>(x);
+}
+template <>
+inline int32_t Convert<int32_t, Half>(Half x) {
+  return op::ToElem<int32_t>(HalfToFloat(x.bits));
 }
 }  // namespace cpu
 
@@ -271,7 +272,13 @@ namespace cpu {
 template <typename T>
 struct SumR {
   static T Init() { return T(0); }
-  static T Combine(T a, T b) { return a + b; }
+  // int32 sums wrap modulo 2^32 (signed overflow would be undefined).
+  static T Combine(T a, T b) {
+    if constexpr (std::is_integral<T>::value)
+      return static_cast<T>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+    else
+      return a + b;
+  }
 };
 template <typename T>
 struct MaxR {
@@ -459,16 +466,21 @@ void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
                             a, lda, b, ldb, beta, c, ldc);
   } else {
+    // Integer GEMM wraps modulo 2^32 like the element-wise int32 ops; the
+    // float scale factors saturate when converted.
     const int nth = cpu::Threads(m * n * k);
 #pragma omp parallel for num_threads(nth) if (nth > 1)
     for (int64_t i = 0; i < m; ++i) {
       T* ci = c + i * ldc;
       for (int64_t j = 0; j < n; ++j)
-        ci[j] = beta == 0.f ? T(0) : static_cast<T>(beta * ci[j]);
+        ci[j] = beta == 0.f ? T(0) : op::ToElem<T>(beta * static_cast<float>(ci[j]));
       for (int64_t p = 0; p < k; ++p) {
-        const T av = static_cast<T>(alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]));
+        const T av = op::ToElem<T>(alpha * static_cast<float>(trans_a ? a[p * lda + i]
+                                                                     : a[i * lda + p]));
         for (int64_t j = 0; j < n; ++j)
-          ci[j] += av * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+          ci[j] = op::ToElem<T>(static_cast<int64_t>(ci[j]) +
+                                static_cast<int64_t>(av) *
+                                    (trans_b ? b[j * ldb + p] : b[p * ldb + j]));
       }
     }
   }

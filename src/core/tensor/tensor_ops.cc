@@ -25,7 +25,7 @@ const Strides* OperandStrides(const Tensor& x, const Shape& out_shape, const cha
 // elements before they are read. A reference, so that the closure's capture
 // is the only copy of an operand.
 const Tensor& Operand(const Tensor& x, const Tensor& out, Tensor* copy) {
-  if (SameLayout(x, out)) return x;
+  if (SafeToWriteOver(x, out)) return x;
   *copy = Unaliased(x, out);
   return *copy;
 }
@@ -116,7 +116,7 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
         SINGA_TYPE_SWITCH(o.data_type(), T, {
           T* y = o.mutable_data<T>();
           if (has_scalar) {
-            const T s = static_cast<T>(scalar);
+            const T s = op::ToElem<T>(scalar);
             if (scalar_first)
               Math<Lang>::Binary(sp, &s, ta.data<T>(), y, Op());
             else
@@ -196,7 +196,13 @@ Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   CheckSameDtype(name, a, b);
   if (IsHalf(a))
     return Where(cond, a.AsType(kFloat32), b.AsType(kFloat32)).AsType(kFloat16);
-  Tensor c = cond.data_type() == a.data_type() ? cond : cond.AsType(a.data_type());
+  if (cond.data_type() != a.data_type()) {
+    // Casting cond itself would truncate (0.5 to 0): test it against zero
+    // in its own dtype, then swap the branches to select on "cond == 0".
+    CheckSameDevice(name, cond, b);
+    return Where(Not(cond).AsType(a.data_type()), b, a);
+  }
+  const Tensor& c = cond;
   Shape s = BroadcastShape(BroadcastShape(c.shape(), a.shape(), name),
                            b.shape(), name);
   Tensor out(s, a.device(), a.data_type());
