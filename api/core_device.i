@@ -25,7 +25,7 @@ struct MemStats {
 class Device {
  public:
   virtual void Sync();
-  void SetRandSeed(unsigned seed);
+  virtual void SetRandSeed(unsigned seed);
 
   void EnableGraph(bool enable);
   bool graph_enabled() const;
@@ -106,5 +106,8 @@ bool HasCuda();
 int GetNumGPUs();
 std::shared_ptr<Device> CreateCudaGPU(int id);
 std::string DeviceQuery(int id);
+std::vector<size_t> GetGPUMemSize(int id);
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool allow);
+bool GetAllowTF32(const std::shared_ptr<Device>& dev);
 
 }  // namespace singa

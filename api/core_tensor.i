@@ -110,6 +110,16 @@ class Tensor {
 
 %template(VecTensor) std::vector<singa::Tensor>;
 
+// These names also take SINGA's extra arguments (Add(lhs, rhs, ret),
+// SoftMax(t, out), Axpy with a tensor alpha): compat_tensor.i declares each
+// as one function with optional arguments instead, since SWIG's overload
+// dispatch would append its list of overloads to a TypeError raised inside.
+%ignore singa::Add(const Tensor&, const Tensor&);
+%ignore singa::Sub(const Tensor&, const Tensor&);
+%ignore singa::Div(const Tensor&, const Tensor&);
+%ignore singa::SoftMax(const Tensor&, int);
+%ignore singa::Axpy(float, const Tensor&, Tensor*);
+
 namespace singa {
 
 #define SINGA_UNARY_OP(Name, expr)       \

@@ -195,10 +195,15 @@ SINGA_INT_ARG(int64_t, INT64_MIN, INT64_MAX)
 %template(Shape) std::vector<size_t>;
 %template(VecInt) std::vector<int>;
 %template(VecInt64) std::vector<int64_t>;
+%include "config.i"
 
 %include "core_device.i"
 %include "core_tensor.i"
+// SINGA's C++ API names over the functions above.
+%include "compat_device.i"
+%include "compat_tensor.i"
 %include "core_nn.i"
+%include "model_operation.i"
 %include "host_buffer.i"
 
 // After every class above: their Python types exist by now (see

@@ -3,7 +3,14 @@
     from singa import tensor, device, autograd, layer, model, opt, sonnx
 """
 
-from singa import singa_wrap as _cw
+try:
+    from singa import singa_wrap as _cw
+except ImportError as _e:
+    if "libcu" not in str(_e):
+        raise
+    raise ImportError(f"{_e}. This singa was built with CUDA and loads cuBLAS, cuRAND and the "
+                      "CUDA runtime from their wheels: pip install nvidia-cublas "
+                      "nvidia-curand nvidia-cuda-runtime (the [cuda] extra)") from _e
 
 __version__ = "0.1.0"
 

@@ -4,16 +4,20 @@ tensors; ``singa.tensor`` re-exports them with the math of
 so the modules that build on it import in any order.
 """
 
-import builtins
+import itertools
 import numbers
+import re
+import warnings
 
 import numpy as np
 
 from singa import singa_wrap as _cw
 from singa import device as _device
+from singa._tensor_index import Viewer, assign as _assign, index_view as _index_view
 
 __all__ = [
-    "CTensor", "float16", "float32", "int32", "dtype_name", "Tensor", "from_raw_tensor",
+    "CTensor", "float16", "float32", "int32", "dtype_name", "Tensor", "PlaceHolder",
+    "from_raw_tensor",
     "from_raw_tensors", "from_numpy", "to_numpy", "to_host", "zeros", "ones", "random",
     "zeros_like", "ones_like", "product", "sizeof", "reshape", "transpose", "contiguous",
     "broadcast_to", "copy_data_to_from",
@@ -27,7 +31,11 @@ int32 = _cw.kInt
 
 _DTYPE_NAMES = {float16: "float16", float32: "float32", int32: "int32"}
 _TO_NUMPY = {float16: np.float16, float32: np.float32, int32: np.int32}
-_SIZEOF = {float16: 2, float32: 4, int32: 4}
+_FROM_NUMPY = {np.dtype(np.float16): float16, np.dtype(np.float32): float32,
+               np.dtype(np.int32): int32}
+# Tensors get SINGA's default names Dummy#0, Dummy#1, ... when first asked.
+_tensor_count = itertools.count()
+_DUMMY_NAME = re.compile(r"Dummy#\d+")
 
 
 def dtype_name(dtype):
@@ -35,10 +43,38 @@ def dtype_name(dtype):
     return _DTYPE_NAMES.get(dtype, f"dtype({dtype})")
 
 
+# SINGA's spellings of a dtype besides its code: as_type('int'), ...
+_DTYPE_ALIASES = {"int": int32, "int32": int32, "float": float32, "float32": float32,
+                  "float16": float16, "half": float16}
+
+
+def _is_int(x):
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _dtype(dtype, where):
+    """The dtype code for SINGA's codes (float32, float16, int32), the
+    strings 'float', 'int', 'float32', 'float16', 'int32', or NumPy's
+    float32, float16 and int32."""
+    if isinstance(dtype, str):
+        code = _DTYPE_ALIASES.get(dtype)
+    elif _is_int(dtype):
+        code = int(dtype)
+    else:
+        try:
+            code = _FROM_NUMPY.get(np.dtype(dtype))
+        except TypeError:
+            code = None
+    if code not in _DTYPE_NAMES:
+        extra = ("; singa stores float32, float16 and int32 only"
+                 if code in (_cw.kChar, _cw.kDouble) else "")
+        raise TypeError(f"{where}: unknown dtype {dtype!r}{extra}; use tensor.float16, "
+                        "tensor.float32, tensor.int32, 'float' or 'int'")
+    return code
+
+
 def _check_dtype(dtype, where):
-    if dtype not in _DTYPE_NAMES:
-        raise TypeError(f"{where}: unknown dtype {dtype!r}; use tensor.float16, "
-                        "tensor.float32 or tensor.int32")
+    _dtype(dtype, where)
 
 
 def _check_shape(shape, where):
@@ -100,31 +136,37 @@ class Tensor:
     Args:
         shape: tuple of ints.
         device: a device from singa.device; the default CPU device if None.
-        dtype: float32 (default), float16 or int32.
-        data: a NumPy array (copied) or a CTensor (wrapped) to start from.
+        dtype: float32 (default), float16 or int32 (or 'float', 'int').
+        data: a NumPy array (copied and converted to dtype, as in SINGA) or
+            a CTensor (wrapped; it keeps its own dtype) to start from.
         requires_grad: autograd computes a gradient for this tensor.
         stores_grad: autograd hands this tensor's gradient to the optimizer.
         creator: the autograd operator that produced this tensor.
-        name: an optional name (parameters use it in checkpoints and ONNX).
+        name: the tensor's name (parameters use it in checkpoints and ONNX);
+            SINGA's ``Dummy#<n>`` when none is given.
     """
 
     # Class-level defaults keep wrapping op results cheap: only data is set.
     requires_grad = True
     stores_grad = False
     creator = None
-    name = None
     __hash__ = object.__hash__
+    # NumPy defers to the reflected operators (np.float32(2) * t is a Tensor).
+    __array_ufunc__ = None
 
     def __init__(self, shape=(), device=None, dtype=float32, data=None,
                  requires_grad=True, stores_grad=False, creator=None, name=None):
         if isinstance(data, CTensor):
             self.data = data
         elif data is not None:
-            self.data = from_numpy(data, device).data
+            arr = np.asarray(data).astype(_TO_NUMPY[_dtype(dtype, "Tensor")], copy=False)
+            self.data = from_numpy(arr, device).data
         else:
             shape = _check_shape(shape, "Tensor")
-            _check_dtype(dtype, "Tensor")
-            if device is not None and not isinstance(device, _cw.Device):
+            dtype = _dtype(dtype, "Tensor")
+            if device is None:
+                device = _device.default_device
+            elif not isinstance(device, _cw.Device):
                 raise TypeError(f"Tensor: device must be a singa device, got {type(device).__name__}")
             self.data = CTensor(shape, device, dtype)
             self.data.SetValue(0.0)
@@ -151,9 +193,30 @@ class Tensor:
         return self.data.data_type()
 
     @property
+    def name(self):
+        """The tensor's name; SINGA's ``Dummy#<n>`` unless one was given."""
+        n = self.__dict__.get("_name")
+        if n is None:
+            n = self._name = f"Dummy#{next(_tensor_count)}"
+        return n
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+
+    @property
     def T(self):
-        """The transpose (all axes reversed), as a view."""
-        return _wrap(self.data.Transpose())
+        """The transpose (all axes reversed), as a view. Calling it, as in
+        SINGA's ``t.T()``, gives the same view."""
+        t = _new(_Transposed)
+        t.data = self.data.Transpose()
+        return t
+
+    @property
+    def view(self):
+        """NumPy-style basic indexing: ``t.view[0, 1:3]`` is a view sharing
+        t's storage (``t[0, 1:3]`` is SINGA's copy, see __getitem__)."""
+        return Viewer(self)
 
     def ndim(self):
         return self.data.nDim()
@@ -169,6 +232,14 @@ class Tensor:
 
     def is_contiguous(self):
         return self.data.IsContiguous()
+
+    def is_empty(self):
+        """True for a tensor with no elements or no axes (SINGA's Tensor())."""
+        return self.data.nDim() == 0 or self.data.Size() == 0
+
+    def is_dummy(self):
+        """True while the tensor has SINGA's default name Dummy#<n>."""
+        return _DUMMY_NAME.fullmatch(str(self.name)) is not None
 
     # ---- layout ----
     def reshape(self, shape):
@@ -198,34 +269,45 @@ class Tensor:
     def broadcast_to(self, shape):
         return _wrap(self.data.Broadcast(_check_shape(shape, "broadcast_to")))
 
+    def reset_like(self, t):
+        """Gives this tensor new zeroed storage of t's shape, dtype and device."""
+        if not isinstance(t, Tensor):
+            raise TypeError(f"reset_like: expected a Tensor, got {type(t).__name__}")
+        self.data.ResetLike(t.data)
+
     # ---- dtype and device ----
     def as_type(self, dtype):
-        """A copy converted to dtype."""
-        _check_dtype(dtype, "as_type")
-        return _wrap(self.data.AsType(dtype))
+        """A copy converted to dtype (a code, 'float' or 'int')."""
+        return _wrap(self.data.AsType(_dtype(dtype, "as_type")))
 
     def to_type(self, dtype):
         """Converts this tensor to dtype in place; returns self."""
-        _check_dtype(dtype, "to_type")
-        self.data.ToType(dtype)
+        self.data.ToType(_dtype(dtype, "to_type"))
         return self
 
     def to_device(self, device):
-        """Moves this tensor to device in place."""
+        """Moves this tensor to device in place (a copy across devices);
+        returns self."""
+        if not isinstance(device, _cw.Device):
+            raise TypeError(f"to_device: expected a singa device, got {type(device).__name__}")
         self.data.ToDevice(device)
+        return self
 
     def to_host(self):
-        """Moves this tensor to the default CPU device in place."""
-        self.data.ToDevice(_device.get_default_device())
+        """Moves this tensor to the CPU in place; returns self."""
+        self.data.ToDevice(_cw.DefaultDevice())
+        return self
 
     # ---- values ----
-    def set_value(self, x):
-        """Sets every element to the scalar x."""
+    def set_value(self, x, inplace=True):
+        """Sets every element to the scalar x and returns self; with
+        inplace=False returns a new tensor of x instead."""
         v = _scalar(x)
         if v is None:
             raise TypeError(f"set_value: expected a number, got {type(x).__name__}")
-        self.data.SetValue(v)
-        return self
+        t = self if inplace else Tensor(self.shape, self.device, self.dtype)
+        t.data.SetValue(v)
+        return t
 
     def copy_from_numpy(self, np_array, offset=0):
         """Copies a NumPy array's elements into this tensor from offset."""
@@ -234,8 +316,16 @@ class Tensor:
             arr = arr.copy(order="C")
         self.data.CopyDataFromHostPtr(arr, offset)
 
-    def copy_from(self, t):
-        self.copy_data(t)
+    def copy_from(self, t, offset=0):
+        """Copies a Tensor's or a NumPy array's elements into this tensor,
+        starting at element offset."""
+        if isinstance(t, Tensor):
+            copy_data_to_from(self, t, t.size(), offset, 0)
+        elif isinstance(t, np.ndarray):
+            self.copy_from_numpy(t, offset)
+        else:
+            raise TypeError(f"copy_from: expected a Tensor or a NumPy array, got "
+                            f"{type(t).__name__}")
 
     def copy_data(self, t):
         """Copies t's values into this tensor (same number of elements)."""
@@ -248,8 +338,13 @@ class Tensor:
         t = _wrap(self.data.Clone())
         t.requires_grad = self.requires_grad
         t.stores_grad = self.stores_grad
-        t.name = self.name
+        if self.__dict__.get("_name") is not None and not self.is_dummy():
+            t.name = self.name
         return t
+
+    def copy(self):
+        """A shallow copy: a new Tensor on the same storage (SINGA's copy)."""
+        return _wrap(CTensor(self.data))
 
     def deepcopy(self):
         return self.clone()
@@ -258,17 +353,50 @@ class Tensor:
         from singa.tensor_ops import repeat
         return repeat(self, repeats, axis)
 
-    def gaussian(self, mean, std):
-        self.data.Gaussian(float(mean), float(std))
+    def _fill(self, inplace, fill, *args):
+        t = self if inplace else Tensor(self.shape, self.device, self.dtype)
+        fill(t.data, *(float(a) for a in args))
+        return t
+
+    def gaussian(self, mean, std, inplace=True):
+        """Fills with normal samples (a new tensor when inplace is False)."""
+        return self._fill(inplace, CTensor.Gaussian, mean, std)
+
+    def uniform(self, low, high, inplace=True):
+        """Fills with uniform samples from [low, high)."""
+        return self._fill(inplace, CTensor.Uniform, low, high)
+
+    def bernoulli(self, p, inplace=True):
+        """Fills with 1 with probability p, else 0."""
+        return self._fill(inplace, CTensor.Bernoulli, p)
+
+    # SINGA's deprecated row and column helpers (use broadcasting instead):
+    # each updates this matrix in place with a vector v and returns self.
+    def _rowcol(self, fn, v):
+        warnings.warn(f"Tensor.{fn.__name__}: use broadcasting instead", DeprecationWarning,
+                      stacklevel=3)
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{fn.__name__}: expected a Tensor, got {type(v).__name__}")
+        fn(v.data, self.data)
         return self
 
-    def uniform(self, low, high):
-        self.data.Uniform(float(low), float(high))
-        return self
+    def add_column(self, v):
+        return self._rowcol(_cw.AddColumn, v)
 
-    def bernoulli(self, p):
-        self.data.Bernoulli(float(p))
-        return self
+    def add_row(self, v):
+        return self._rowcol(_cw.AddRow, v)
+
+    def div_column(self, v):
+        return self._rowcol(_cw.DivColumn, v)
+
+    def div_row(self, v):
+        return self._rowcol(_cw.DivRow, v)
+
+    def mult_column(self, v):
+        return self._rowcol(_cw.MultColumn, v)
+
+    def mult_row(self, v):
+        return self._rowcol(_cw.MultRow, v)
 
     def l1(self):
         """Mean absolute value (SINGA's l1: the 1-norm over the size)."""
@@ -303,19 +431,14 @@ class Tensor:
 
     __str__ = __repr__
 
-    # ---- indexing ----
+    # ---- indexing (singa._tensor_index) ----
     def __getitem__(self, key):
-        return _wrap(_index_view(self.data, key))
+        """SINGA's indexing: a copy in which an integer index keeps its axis
+        with size 1; ``t.view[key]`` is the NumPy-style view."""
+        return _wrap(_index_view(self.data, key, True).Clone())
 
     def __setitem__(self, key, value):
-        view = _index_view(self.data, key)
-        v = _scalar(value)
-        if v is not None:
-            view.SetValue(v)
-            return
-        if not isinstance(value, Tensor):
-            value = from_numpy(np.asarray(value), self.device)
-        view.CopyData(value.data.Broadcast(view.shape()))
+        _assign(self.data, key, value, _scalar, _as_ctensor)
 
     # ---- arithmetic ----
     def __add__(self, o):
@@ -430,6 +553,27 @@ class Tensor:
         return r if r is NotImplemented else _wrap(_cw.Not(r.data))
 
 
+class _Transposed(Tensor):
+    """What ``t.T`` returns: the transposed view, which SINGA's method form
+    ``t.T()`` calls to get the same view as a plain Tensor."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        return _wrap(self.data)
+
+
+# SINGA's name for a tensor that stands for a model's input (the same class).
+PlaceHolder = Tensor
+
+
+def _as_ctensor(value, dev):
+    """value's CTensor: a Tensor's own, else a copy of a NumPy array-like."""
+    if isinstance(value, Tensor):
+        return value.data
+    return from_numpy(np.asarray(value), dev).data
+
+
 def _infer_shape(t, shape):
     """shape with one -1 replaced so the size matches t's."""
     if isinstance(shape, numbers.Integral):
@@ -456,54 +600,6 @@ def _infer_shape(t, shape):
     return tuple(int(d) for d in shape)
 
 
-def _index_view(ct, key):
-    """The CTensor view selected by a basic index (ints, slices, None, ...)."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    shape, strides, offset = ct.shape(), ct.stride(), ct.offset()
-    ndim = len(shape)
-    consumed = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    if consumed > ndim:
-        raise IndexError(f"too many indices ({consumed}) for a tensor of shape {shape}")
-    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    new_shape, new_strides = [], []
-    dim = 0
-    for k in key:
-        if k is None:
-            new_shape.append(1)
-            new_strides.append(0)
-        elif k is Ellipsis:
-            for _ in range(ndim - consumed):
-                new_shape.append(shape[dim])
-                new_strides.append(strides[dim])
-                dim += 1
-        elif isinstance(k, slice):
-            start, stop, step = k.indices(shape[dim])
-            n = len(range(start, stop, step))
-            if n:
-                offset += start * strides[dim]
-            new_shape.append(n)
-            # One element needs no step; a huge one would overflow int64.
-            new_strides.append(strides[dim] * step if n > 1 else strides[dim])
-            dim += 1
-        elif isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)):
-            n = shape[dim]
-            i = int(k) + n if k < 0 else int(k)
-            if not 0 <= i < n:
-                raise IndexError(f"index {int(k)} is out of range for axis {dim} "
-                                 f"of size {n} in a tensor of shape {shape}")
-            offset += i * strides[dim]
-            dim += 1
-        else:
-            raise TypeError("tensor indices must be ints, slices, None or Ellipsis, "
-                            f"got {type(k).__name__}")
-    for d in range(dim, ndim):
-        new_shape.append(shape[d])
-        new_strides.append(strides[d])
-    return ct.View(new_shape, new_strides, offset)
-
-
 # ---- creation and conversion ----
 
 def from_numpy(np_array, dev=None):
@@ -525,7 +621,9 @@ def from_numpy(np_array, dev=None):
                         "float32, float64, int32 or int64")
     dtype = {np.dtype(np.float16): float16, np.dtype(np.float32): float32,
              np.dtype(np.int32): int32}[arr.dtype]
-    if dev is not None and not isinstance(dev, _cw.Device):
+    if dev is None:
+        dev = _device.default_device
+    elif not isinstance(dev, _cw.Device):
         raise TypeError(f"from_numpy: device must be a singa device, got {type(dev).__name__}")
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")
@@ -544,8 +642,8 @@ def to_numpy(t):
 
 
 def to_host(t):
-    """A copy of t on the default CPU device."""
-    return _wrap(t.data.Clone(_device.get_default_device()))
+    """A copy of t on the CPU."""
+    return _wrap(t.data.Clone(_cw.DefaultDevice()))
 
 
 def zeros(shape, device=None, dtype=float32):
@@ -577,8 +675,10 @@ def product(shape):
 
 
 def sizeof(dtype):
-    _check_dtype(dtype, "sizeof")
-    return _SIZEOF[dtype]
+    """Bytes per element; SINGA's kChar (1) and kDouble (8) codes too."""
+    if _is_int(dtype):
+        return _cw.SizeOf(int(dtype))
+    return _cw.SizeOf(_dtype(dtype, "sizeof"))
 
 
 def reshape(t, shape):
@@ -598,15 +698,11 @@ def broadcast_to(t, shape):
 
 
 def copy_data_to_from(dst, src, size=None, dst_offset=0, src_offset=0):
-    """Copies size elements of src (from src_offset) into dst (at dst_offset)."""
-    s = src.reshape(-1)
-    d = dst.reshape(-1) if dst.is_contiguous() else None
-    if d is None:
-        raise ValueError(f"copy_data_to_from: destination of shape {dst.shape} is not contiguous")
+    """Copies size elements of src (from src_offset, row-major) into dst
+    (at dst_offset); size defaults to the rest of src."""
+    for t, what in ((dst, "dst"), (src, "src")):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"copy_data_to_from: {what} must be a Tensor, got {type(t).__name__}")
     if size is None:
         size = src.size() - src_offset
-    if src_offset + size > src.size() or dst_offset + size > dst.size():
-        raise ValueError(f"copy_data_to_from: {size} elements from offset {src_offset} of "
-                         f"shape {src.shape} into offset {dst_offset} of shape {dst.shape} "
-                         "reach past the end")
-    d[dst_offset:dst_offset + size] = s[src_offset:src_offset + size]
+    _cw.CopyDataToFrom(dst.data, src.data, size, src_offset, dst_offset)

@@ -45,6 +45,10 @@ Row fields (``Unary`` and ``Binary`` take the same keywords):
 ``aliases``
     Other names, SINGA's above all: capitalised ones name the class
     (``Negative``), the others the function (``negative``, ``lt``).
+``args``
+    The parameter names of the autograd function, SINGA's: ``("x",)`` for
+    a unary op and ``("a", "b")`` for a binary one unless given
+    (``autograd.exp(a)``, ``autograd.mul(x, y)``).
 ``doc``
     What the op computes and its derivative, for the docstrings.
 """
@@ -60,8 +64,9 @@ class _Row:
     arity = 0
 
     def __init__(self, op, grad, fn=None, onnx=None, attrs=None, opset=1, aliases=(),
-                 doc="", why=None):
+                 doc="", why=None, args=None):
         self.op = op
+        self.args = tuple(args) if args else (("x",) if self.arity == 1 else ("a", "b"))
         self.grad = grad
         self.fn = fn or op.lower()
         self.onnx = onnx
@@ -117,17 +122,17 @@ def _one_minus_x2(x):
 
 
 UNARY = [
-    Unary("Abs", lambda x, dy: _cw.Mul(dy, _cw.Sign(x)), onnx="Abs",
+    Unary("Abs", lambda x, dy: _cw.Mul(dy, _cw.Sign(x)), onnx="Abs", args=("a",),
           doc="|x|; d/dx = sign(x), 0 at 0."),
     Unary("Neg", lambda dy: _cw.Neg(dy), onnx="Neg", aliases=("Negative", "negative"),
           doc="-x."),
-    Unary("Exp", lambda y, dy: _cw.Mul(dy, y), onnx="Exp", doc="e^x; d/dx = y."),
+    Unary("Exp", lambda y, dy: _cw.Mul(dy, y), onnx="Exp", args=("a",), doc="e^x; d/dx = y."),
     Unary("Log", lambda x, dy: _cw.Div(dy, x), onnx="Log", doc="Natural log; d/dx = 1 / x."),
     Unary("Sqrt", lambda y, dy: _cw.MulScalar(_cw.Div(dy, y), 0.5), onnx="Sqrt",
           doc="Square root; d/dx = 1 / (2 y)."),
     Unary("Square", lambda x, dy: _cw.Mul(dy, _cw.MulScalar(x, 2.0)),
           doc="x^2; d/dx = 2 x. ONNX has no Square: exported as Mul(x, x)."),
-    Unary("Sign", None, onnx="Sign", doc="-1, 0 or 1."),
+    Unary("Sign", None, onnx="Sign", args=("a",), doc="-1, 0 or 1."),
     Unary("Ceil", None, onnx="Ceil", doc="Smallest integer >= x."),
     Unary("Floor", None, onnx="Floor", doc="Largest integer <= x."),
     Unary("Round", None, doc="Rounds halves away from zero (SINGA's round, C round()).",
@@ -184,7 +189,7 @@ BINARY = [
     Binary("Add", (lambda dy: dy, lambda dy: dy), onnx="Add", doc="a + b."),
     Binary("Sub", (lambda dy: dy, lambda dy: _cw.Neg(dy)), onnx="Sub", doc="a - b."),
     Binary("Mul", (lambda b, dy: _cw.Mul(dy, b), lambda a, dy: _cw.Mul(dy, a)), onnx="Mul",
-           doc="a * b."),
+           args=("x", "y"), doc="a * b."),
     Binary("Div", (lambda b, dy: _cw.Div(dy, b),
                    lambda b, y, dy: _cw.Neg(_cw.Div(_cw.Mul(dy, y), b))),
            onnx="Div", doc="a / b; d/db = -y / b. Integer division truncates; by 0 gives 0."),
@@ -197,13 +202,15 @@ BINARY = [
     Binary("Maximum", (lambda a, b, dy: _cw.Mul(dy, _cw.GreaterEqual(a, b)),
                        lambda a, b, dy: _cw.Mul(dy, _cw.Greater(b, a))),
            onnx="Max", opset=8, doc="The larger of a and b; ties give a the gradient."),
-    Binary("Less", onnx="Less", aliases=("lt",), doc="1 where a < b, else 0."),
+    Binary("Less", onnx="Less", aliases=("lt",), args=("x", "y"), doc="1 where a < b, else 0."),
     Binary("LessEqual", fn="less_equal", onnx="LessOrEqual", opset=12, aliases=("le",),
            doc="1 where a <= b, else 0."),
-    Binary("Greater", onnx="Greater", aliases=("gt",), doc="1 where a > b, else 0."),
+    Binary("Greater", onnx="Greater", aliases=("gt",), args=("x", "y"),
+           doc="1 where a > b, else 0."),
     Binary("GreaterEqual", fn="greater_equal", onnx="GreaterOrEqual", opset=12,
            aliases=("ge",), doc="1 where a >= b, else 0."),
-    Binary("Equal", onnx="Equal", aliases=("eq",), doc="1 where a == b, else 0."),
+    Binary("Equal", onnx="Equal", aliases=("eq",), args=("x", "y"),
+           doc="1 where a == b, else 0."),
     Binary("And", fn="logical_and", onnx="And", aliases=("_and",),
            doc="1 where a and b are both nonzero, else 0."),
     Binary("Or", fn="logical_or", onnx="Or", aliases=("_or",),

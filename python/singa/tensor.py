@@ -1,9 +1,12 @@
 """Tensors: n-dimensional arrays on a device, backed by the C++ core.
 
 A ``Tensor`` wraps the SWIG ``CTensor`` (``t.data``). Reshape, transpose,
-``T``, broadcast and basic slicing return views that share storage; writes
-through a view are visible in its base. Arithmetic follows NumPy's
-broadcasting rules. Errors name the shapes, dtypes or devices involved.
+``T`` (also SINGA's ``T()``), broadcast and ``t.view[...]`` (NumPy's basic
+indexing) return views that share storage; writes through a view are
+visible in its base. ``t[...]`` is SINGA's indexing: a copy that keeps an
+integer-indexed axis with size 1. Full reductions have shape (1,), as in
+SINGA. Arithmetic follows NumPy's broadcasting rules. Errors name the
+shapes, dtypes or devices involved (doc/compat.md: SINGA's names here).
 
 The class and the creation functions live in ``singa._tensor``, the math
 functions (``tensor.exp``, ``tensor.mult``, ...) in ``singa.tensor_ops``;

@@ -34,28 +34,46 @@ def _make_unary(name, cfn, doc=""):
     return fn
 
 
-def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into, doc=""):
-    def fn(lhs, rhs, ret=None):
+def _into(where, out, r):
+    """Writes CTensor r into the Tensor out (same shape); returns out."""
+    _check_tensor(out, where)
+    if tuple(out.shape) != tuple(r.shape()):
+        raise ValueError(f"{where}: the result of shape {r.shape()} does not fit out of "
+                         f"shape {out.shape}")
+    out.data.CopyData(r)
+    return out
+
+
+def _make_binary(name, cfn, cfn_scalar, cfn_rscalar, cfn_into, cfn_scalar_into, doc=""):
+    def fn(lhs, rhs, ret=None, out=None):
+        if out is not None:
+            if ret is not None:
+                raise TypeError(f"{name}: give ret or out, not both")
+            ret = out
+        if ret is not None:
+            _check_tensor(ret, name)
         if isinstance(lhs, Tensor) and isinstance(rhs, Tensor):
             if ret is not None:
                 cfn_into(lhs.data, rhs.data, ret.data)
                 return ret
             return _wrap(cfn(lhs.data, rhs.data))
-        if ret is not None:
-            raise TypeError(f"{name}: ret needs two tensor operands")
         if isinstance(lhs, Tensor):
             s = _scalar(rhs)
             if s is not None:
+                if ret is not None:
+                    cfn_scalar_into(lhs.data, s, ret.data)
+                    return ret
                 return _wrap(cfn_scalar(lhs.data, s))
         elif isinstance(rhs, Tensor):
             s = _scalar(lhs)
             if s is not None:
-                return _wrap(cfn_rscalar(s, rhs.data))
+                r = cfn_rscalar(s, rhs.data)
+                return _wrap(r) if ret is None else _into(name, ret, r)
         raise TypeError(f"{name}: expected tensors or numbers, got "
                         f"{type(lhs).__name__} and {type(rhs).__name__}")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Element-wise {name} with NumPy broadcasting: {doc} Either side "
-                  "may be a number. With ret, writes into ret.")
+                  "may be a number. With ret (or out), writes into that tensor.")
     return fn
 
 
@@ -73,7 +91,7 @@ for _row in opdefs.BINARY:
     _c = _row.op
     _export_row(_row, _make_binary(_row.fn, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
                                    getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into"),
-                                   _row.doc))
+                                   getattr(_cw, _c + "ScalarInto"), _row.doc))
 del _row, _c
 eltwise_mult = mul  # noqa: F821  (SINGA's name)
 __all__.append("eltwise_mult")
@@ -118,16 +136,31 @@ def _axes(axis, t, where):
     return axes
 
 
+def _reduce(name, cfn, t, axis, keepdims):
+    _check_tensor(t, name)
+    r = cfn(t.data, _axes(axis, t, name), bool(keepdims))
+    if axis is None and not keepdims:
+        r = r.Reshape([1])     # SINGA: a full reduction has shape (1,)
+    return r
+
+
 def _make_reduce(name, cfn):
     def fn(t, axis=None, keepdims=False):
-        _check_tensor(t, name)
-        return _wrap(cfn(t.data, _axes(axis, t, name), bool(keepdims)))
+        return _wrap(_reduce(name, cfn, t, axis, keepdims))
     fn.__name__ = name
-    fn.__doc__ = f"{name} over axis (an int, a tuple, or None for all axes)."
+    fn.__doc__ = (f"{name} over axis (an int, a tuple, or None for all axes). Over all "
+                  "axes the result has shape (1,), as in SINGA (keepdims keeps every axis).")
     return fn
 
 
-sum = _export(_make_reduce("sum", _cw.Sum))
+@_export
+def sum(t, axis=None, out=None, keepdims=False):
+    """Sum over axis (an int, a tuple, or None for all axes: then the result
+    has shape (1,), as in SINGA). With out, writes into that tensor."""
+    r = _reduce("sum", _cw.Sum, t, axis, keepdims)
+    return _wrap(r) if out is None else _into("sum", out, r)
+
+
 mean = _export(_make_reduce("mean", _cw.Mean))
 max = _export(_make_reduce("max", _cw.Max))
 min = _export(_make_reduce("min", _cw.Min))
@@ -135,7 +168,7 @@ min = _export(_make_reduce("min", _cw.Min))
 
 @_export
 def average(t, axis=None):
-    """Mean over axis (all axes when None)."""
+    """Mean over axis (all axes when None: shape (1,))."""
     return mean(t, axis)
 
 
@@ -171,10 +204,15 @@ def sum_columns(M):
 
 
 @_export
-def softmax(t, axis=-1):
-    """Numerically stable softmax along axis."""
+def softmax(t, out=None, axis=-1):
+    """Numerically stable softmax along axis (the last by default, which is
+    SINGA's for its 1-D and 2-D inputs). With out, writes into that tensor;
+    an int in out's place is taken as the axis (``softmax(t, 1)``)."""
     _check_tensor(t, "softmax")
-    return _wrap(_cw.SoftMax(t.data, int(axis)))
+    if isinstance(out, numbers.Integral) and not isinstance(out, bool):
+        out, axis = None, out
+    r = _cw.SoftMax(t.data, int(axis))
+    return _wrap(r) if out is None else _into("softmax", out, r)
 
 
 @_export
@@ -188,14 +226,16 @@ def log_softmax(t, axis=-1):
 
 @_export
 def mult(A, B, C=None, alpha=1.0, beta=0.0):
-    """Matrix product of 1-D or 2-D tensors. With C: C = alpha*A@B + beta*C."""
+    """Matrix product of 1-D or 2-D tensors. With C: C = alpha*A@B + beta*C
+    (in place; returns C)."""
     _check_tensor(A, "mult")
     _check_tensor(B, "mult")
     if C is None:
         if alpha == 1.0:
             return _wrap(_cw.Mult(A.data, B.data))
         return _wrap(_cw.MulScalar(_cw.Mult(A.data, B.data), float(alpha)))
-    _cw.Mult(float(alpha), A.data, B.data, float(beta), C.data)
+    _check_tensor(C, "mult")
+    _cw.MultWithScale(float(alpha), A.data, B.data, float(beta), C.data)
     return C
 
 
@@ -214,18 +254,71 @@ def axpy(alpha, x, y):
     return y
 
 
-@_export
-def add_row(v, M):
-    """Adds vector v to every row of M in place; returns M."""
-    _cw.AddInto(M.data, v.data, M.data)
+def _row_col(name, plain, scaled, args):
+    if len(args) == 2:
+        v, M = args
+        alpha = beta = 1.0
+    elif len(args) == 4:
+        alpha, v, beta, M = args
+    else:
+        raise TypeError(f"{name}: takes (alpha, v, beta, M) as in SINGA, or (v, M); "
+                        f"got {len(args)} arguments")
+    _check_tensor(v, name)
+    _check_tensor(M, name)
+    if alpha == 1.0 and beta == 1.0:
+        plain(v.data, M.data)
+    else:
+        scaled(float(alpha), float(beta), v.data, M.data)
     return M
 
 
 @_export
-def add_column(v, M):
-    """Adds vector v to every column of M in place; returns M."""
-    _cw.AddInto(M.data, v.data.Reshape([v.data.Size(), 1]), M.data)
-    return M
+def add_row(*args):
+    """SINGA's add_row(alpha, v, beta, M): M = alpha * v + beta * M for each
+    row of the matrix M, in place; add_row(v, M) adds v. Returns M."""
+    return _row_col("add_row", _cw.AddRow, _cw.AddRowWithScale, args)
+
+
+@_export
+def add_column(*args):
+    """SINGA's add_column(alpha, v, beta, M): M = alpha * v + beta * M for
+    each column of the matrix M, in place; add_column(v, M) adds v."""
+    return _row_col("add_column", _cw.AddColumn, _cw.AddColumnWithScale, args)
+
+
+# ---- SINGA's fills of a given tensor ----
+
+@_export
+def bernoulli(p, t):
+    """Fills t with 1 with probability p, else 0; returns t."""
+    _check_tensor(t, "bernoulli")
+    return t.bernoulli(p)
+
+
+@_export
+def gaussian(mean, std, t):
+    """Fills t with normal samples; returns t."""
+    _check_tensor(t, "gaussian")
+    return t.gaussian(mean, std)
+
+
+@_export
+def uniform(low, high, t):
+    """Fills t with uniform samples from [low, high); returns t."""
+    _check_tensor(t, "uniform")
+    return t.uniform(low, high)
+
+
+@_export
+def copy_from_numpy(data, np_array):
+    """Copies np_array's elements into data, a CTensor (SINGA) or a Tensor."""
+    if isinstance(data, Tensor):
+        data.copy_from_numpy(np_array)
+        return
+    if not isinstance(data, _cw.Tensor):
+        raise TypeError(f"copy_from_numpy: expected a CTensor or a Tensor, got "
+                        f"{type(data).__name__}")
+    _wrap(data).copy_from_numpy(np_array)
 
 
 @_export

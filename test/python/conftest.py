@@ -1,24 +1,48 @@
-"""Shared fixtures: `dev` runs a test on every device this build has;
-`torch` is PyTorch for the tests that compare against it (skipped when it
-is not installed; such tests are marked `torch`, so CI can run them alone
-after installing it: `pytest -m torch`)."""
+"""Shared fixtures.
+
+`dev` runs a test on the CPU and on every visible GPU; `other` on a second
+device that is not the default one (a separate CPU device, and every visible
+GPU), for tests that compare it with the default CPU device. GPU cases skip
+with the reason when there is none. `torch` is PyTorch for the tests that
+compare against it (skipped when it is not installed; such tests are marked
+`torch`, so CI can run them alone after installing it: `pytest -m torch`).
+"""
 
 import numpy as np
 import pytest
 
-from singa import device
+from singa import device, singa_wrap
 
 
-def _devices():
-    devs = [pytest.param(device.get_default_device(), id="cpu")]
-    if device.get_num_gpus() > 0:
-        devs.append(pytest.param(device.create_cuda_gpu(), id="cuda"))
-    return devs
+def _no_gpu_reason():
+    if not singa_wrap.USE_CUDA:
+        return "this singa build has no CUDA (build with -Ccmake.define.USE_CUDA=ON)"
+    return "no CUDA device is visible"
 
 
-@pytest.fixture(params=_devices())
+def _gpu_params():
+    n = device.get_num_gpus()
+    if n == 0:
+        return [pytest.param(None, id="cuda", marks=pytest.mark.skip(reason=_no_gpu_reason()))]
+    return [pytest.param(i, id=f"cuda{i}" if n > 1 else "cuda") for i in range(n)]
+
+
+def _make(which):
+    if which == "cpu":
+        return singa_wrap.DefaultDevice()
+    if which == "cpu2":
+        return device.create_separate_cpu_device()
+    return device.create_cuda_gpu_on(which)
+
+
+@pytest.fixture(params=[pytest.param("cpu", id="cpu")] + _gpu_params())
 def dev(request):
-    return request.param
+    return _make(request.param)
+
+
+@pytest.fixture(scope="module", params=[pytest.param("cpu2", id="cpu2")] + _gpu_params())
+def other(request):
+    return _make(request.param)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Everything a snippet may use without importing it.
 PRELUDE = """
@@ -54,9 +53,11 @@ for name, src in cases:
 def _env(extra=None):
     env = dict(os.environ)
     env.update(extra or {})
-    py = os.path.join(ROOT, "python")
-    if os.path.isdir(os.path.join(py, "singa")):
-        env["PYTHONPATH"] = py + os.pathsep + env.get("PYTHONPATH", "")
+    # The children import the same singa as this process: the installed
+    # package, or the tree's python/ when PYTHONPATH points there.
+    import singa
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(singa.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, env.get("PYTHONPATH")]))
     # Bounded threads keep every child cheap on a shared CI machine.
     env.setdefault("OMP_NUM_THREADS", "2")
     return env

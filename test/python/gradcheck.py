@@ -38,7 +38,7 @@ def make_tensor(arr, layout="contiguous", dev=None):
     elif layout in ("sliced", "transposed") and arr.size > 1:
         wide = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1],), dtype=arr.dtype)
         wide[..., ::2] = arr
-        t = tensor.from_numpy(wide, dev)[..., ::2]
+        t = tensor.from_numpy(wide, dev).view[..., ::2]
         assert not t.is_contiguous()
     else:
         t = tensor.from_numpy(arr, dev)

@@ -74,9 +74,9 @@ def test_softmax_bad_axis():
 def test_dropout_training_and_inference():
     x = np.ones((100, 50), np.float32)
     with ag.train_mode(False):
-        y = tensor.to_numpy(ag.dropout(make_tensor(x), 0.3))
+        y = tensor.to_numpy(ag.dropout(make_tensor(x), ratio=0.3))
     np.testing.assert_array_equal(y, x)
-    y, grads = analytic_grads(lambda t: ag.dropout(t, 0.3), [x], "transposed")
+    y, grads = analytic_grads(lambda t: ag.dropout(t, ratio=0.3), [x], "transposed")
     kept = y != 0
     # survivors are scaled by 1 / (1 - ratio); about 70% survive
     np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-6)
@@ -84,4 +84,4 @@ def test_dropout_training_and_inference():
     # the gradient is the same mask and scale
     np.testing.assert_allclose(grads[0], y, rtol=1e-6)
     with pytest.raises(ValueError):
-        ag.dropout(make_tensor(x), 1.0)
+        ag.dropout(make_tensor(x), ratio=1.0)

@@ -45,7 +45,8 @@ def test_unary(name, layout, dev):
 def test_where(layout):
     cond = (rng.random((3, 4)) < 0.5).astype(np.float32)
     x, y = uniform(-2, 2, (3, 4)), uniform(-2, 2, (4,))
-    out = check_grad(ag.where, [cond, x, y], layout, wrt=[1, 2])
+    # SINGA's order: where(x, y, condition)
+    out = check_grad(ag.where, [x, y, cond], layout, wrt=[0, 1])
     np.testing.assert_allclose(out, np.where(cond != 0, x, y))
 
 

@@ -103,7 +103,7 @@ def test_intermediate_with_stores_grad_gets_its_gradient():
     np.testing.assert_allclose(tensor.to_numpy(g[w]), 8 * tensor.to_numpy(w), rtol=1e-6)
 
 
-def test_backward_releases_the_graph():
+def test_backward_keeps_the_graph_until_the_next_recording_op():
     w = param(4, 4)
     x = make_tensor(rng.standard_normal((2, 4)))
     with ag.train_mode(True):
@@ -116,26 +116,49 @@ def test_backward_releases_the_graph():
     assert hidden_op() is not None   # alive while the graph is
     list(ag.backward(loss))
     gc.collect()
+    assert hidden_op() is not None   # kept: a second backward may follow
+    assert loss.creator.src is not None
+    with ag.train_mode(True):
+        ag.relu(w)                    # the next step's first op releases it
+    gc.collect()
     assert hidden_op() is None and matmul_op() is None
     assert loss.creator.src is None   # the kept loss no longer pins anything
 
 
-def test_a_released_graph_cannot_be_walked_again():
+def test_a_second_backward_and_shared_graphs():
     w = param(3)
+    wn = tensor.to_numpy(w)
     with ag.train_mode(True):
         trunk = ag.tanh(w)
         loss1 = ag.reduce_sum(trunk)
         loss2 = ag.reduce_mean(ag.mul(trunk, trunk))
-    ag.gradients(loss1)
-    with pytest.raises(ValueError, match="earlier backward"):
-        ag.gradients(loss1)
-    with pytest.raises(ValueError, match="earlier backward"):
-        ag.gradients(loss2)
-    # a released intermediate used afterwards is a constant leaf
+    g1 = tensor.to_numpy(ag.gradients(loss1)[w])
+    np.testing.assert_allclose(g1, 1 - np.tanh(wn) ** 2, rtol=1e-5)
+    # the same loss again, then another loss through the same trunk
+    np.testing.assert_allclose(tensor.to_numpy(ag.gradients(loss1)[w]), g1, rtol=1e-6)
+    g2 = tensor.to_numpy(ag.gradients(loss2)[w])
+    np.testing.assert_allclose(g2, 2 / 3 * np.tanh(wn) * (1 - np.tanh(wn) ** 2), rtol=1e-5)
+    # an operator that records for backward releases what was walked
     with ag.train_mode(True):
         y = ag.reduce_sum(ag.mul(trunk, w))
-        g = ag.gradients(y)
+    with pytest.raises(ValueError, match="released"):
+        ag.gradients(loss1)
+    with pytest.raises(ValueError, match="released"):
+        ag.gradients(loss2)
+    # a released intermediate used afterwards is a constant leaf
+    g = ag.gradients(y)
     np.testing.assert_allclose(tensor.to_numpy(g[w]), tensor.to_numpy(trunk), rtol=1e-6)
+
+
+def test_an_op_inside_the_backward_loop_does_not_release_its_graph():
+    w = param(3)
+    with ag.train_mode(True):
+        loss = ag.reduce_sum(ag.mul(ag.exp(w), w))
+        for p, g in ag.backward(loss):
+            ag.relu(p)                # records, but this pass owns its graph
+        assert g.requires_grad is False
+    np.testing.assert_allclose(tensor.to_numpy(ag.gradients(loss)[w]),
+                               tensor.to_numpy(g), rtol=1e-6)
 
 
 def test_memory_does_not_grow_across_steps():
@@ -161,13 +184,14 @@ def test_memory_does_not_grow_across_steps():
 def test_training_flag_and_scopes():
     assert ag.training is False
     x = param(2)
-    assert ag.relu(x).creator is None          # not recorded by default
+    y = ag.relu(x)
+    assert y.creator is not None and y.creator.saved is False   # recorded, kept nothing
     with ag.train_mode(True):
         assert ag.training is True
-        assert ag.relu(x).creator is not None
+        assert ag.relu(x).creator.saved is True
         with ag.no_grad():
             assert ag.training is False
-            assert ag.relu(x).creator is None
+            assert ag.relu(x).creator.saved is False
         assert ag.training is True
     assert ag.training is False
     with pytest.raises(RuntimeError):
@@ -176,18 +200,21 @@ def test_training_flag_and_scopes():
     assert ag.training is False                # restored on errors too
     ag.training = True                         # SINGA's global style
     try:
-        assert ag.relu(x).creator is not None
+        assert ag.relu(x).creator.saved is True
     finally:
         ag.training = False
+    with pytest.raises(ValueError, match="ReLU.*training off"):
+        ag.gradients(ag.reduce_sum(y))
 
 
-def test_nothing_recorded_without_requires_grad():
+def test_nothing_kept_without_requires_grad():
     x = tensor.from_numpy(np.ones((2, 2), np.float32))
     x.requires_grad = False
     with ag.train_mode(True):
         y = ag.relu(x)
-        assert y.creator is None and y.requires_grad is False
-        with pytest.raises(ValueError, match="recorded"):
+        assert y.creator is not None and y.requires_grad is False
+        assert not [k for k in vars(y.creator) if k.startswith("_")]
+        with pytest.raises(ValueError, match="requires grad"):
             list(ag.backward(y))
 
 
@@ -200,7 +227,7 @@ def test_graph_layout_for_exporters():
         z = ag.add(y, y)
         s = ag.mul(z, z)
     conv = y.creator
-    assert isinstance(conv, ag.Conv2d)
+    assert isinstance(conv, ag._Conv2d)
     assert conv.strides == [2, 2] and conv.pads == [1, 1, 1, 1] and conv.group == 1
     (xs, xi, xt, xsg), (ws, wi, wt, wsg) = conv.src
     assert isinstance(xs, ag.Dummy) and xs.tensor is x and xs.name == "input"

@@ -40,7 +40,7 @@ BAD_CALLS = {
     "cat dtypes": (lambda: ag.cat([t((2, 3)), t((2, 3), np.int32)], 0), TypeError, "int32"),
     "layer_norm scale": (lambda: ag.layer_norm(t((2, 3)), t(5), t(3)), ValueError, "(5,)"),
     "cossim shapes": (lambda: ag.cossim(t((2, 3)), t((3, 2))), ValueError, "(3, 2)"),
-    "dropout ratio": (lambda: ag.dropout(t((2, 3)), -0.1), ValueError, "ratio"),
+    "dropout ratio": (lambda: ag.dropout(t((2, 3)), ratio=-0.1), ValueError, "ratio"),
     "clip bound": (lambda: ag.clip(t((2, 3)), "a"), TypeError, "'a'"),
     "add_bias 3-d": (lambda: ag.add_bias(t((2, 3, 4)), t(3)), ValueError, "(2, 3, 4)"),
     "gemm vectors": (lambda: ag.gemm(t(3), t(3)), ValueError, "(3,)"),

@@ -1,4 +1,5 @@
-"""Losses against NumPy formulas; gradients against central differences."""
+"""Losses against NumPy formulas (SINGA's: summed and divided by the batch
+size, shape (1,)); gradients against central differences."""
 
 import numpy as np
 import pytest
@@ -30,8 +31,8 @@ def test_softmax_cross_entropy(target, layout, dev):
          "soft": np.full((3, 4), 0.3, np.float32)}[target]
     y = check_grad(ag.softmax_cross_entropy, [x, t], layout, wrt=[0], dev=dev)
     dense = ONE_HOT if t.ndim == 1 else t
-    np.testing.assert_allclose(y, -(dense * np_log_softmax(x)).sum() / 3, rtol=1e-5)
-    assert y.shape == ()
+    np.testing.assert_allclose(y, [-(dense * np_log_softmax(x)).sum() / 3], rtol=1e-5)
+    assert y.shape == (1,)
 
 
 def test_softmax_cross_entropy_bad_labels():
@@ -46,9 +47,9 @@ def test_softmax_cross_entropy_bad_labels():
 def test_cross_entropy(layout):
     p = rng.uniform(0.1, 1, (3, 4)).astype(np.float32)
     y = check_grad(ag.cross_entropy, [p, ONE_HOT], layout, wrt=[0])
-    np.testing.assert_allclose(y, -(ONE_HOT * np.log(p)).sum() / 3, rtol=1e-5)
+    np.testing.assert_allclose(y, [-(ONE_HOT * np.log(p)).sum() / 3], rtol=1e-5)
     y = check_grad(ag.cross_entropy, [p, LABELS], layout, wrt=[0])
-    np.testing.assert_allclose(y, -(ONE_HOT * np.log(p)).sum() / 3, rtol=1e-5)
+    np.testing.assert_allclose(y, [-(ONE_HOT * np.log(p)).sum() / 3], rtol=1e-5)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -56,15 +57,17 @@ def test_binary_cross_entropy(layout):
     p = rng.uniform(0.1, 0.9, (3, 4)).astype(np.float32)
     t = (rng.random((3, 4)) < 0.5).astype(np.float32)
     y = check_grad(ag.binary_cross_entropy, [p, t], layout, wrt=[0])
-    ref = -(t * np.log(p) + (1 - t) * np.log(1 - p)).mean()
-    np.testing.assert_allclose(y, ref, rtol=1e-5)
+    # SINGA's: 1e-4 keeps the logs finite, the sum is divided by the batch size
+    ref = -(t * np.log(p + 1e-4) + (1 - t) * np.log(1.0001 - p)).sum() / 3
+    np.testing.assert_allclose(y, [ref], rtol=1e-5)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_mse_loss(layout):
     x, t = randn(3, 4), randn(3, 4)
-    y = check_grad(ag.mse_loss, [x, t], layout)
-    np.testing.assert_allclose(y, ((x - t) ** 2).mean(), rtol=1e-5)
+    y = check_grad(ag.mse_loss, [x, t], layout, wrt=[0])
+    # SINGA's: half the squared error per sample
+    np.testing.assert_allclose(y, [((x - t) ** 2).sum() / (2 * 3)], rtol=1e-5)
     with pytest.raises(ValueError, match=r"\(3, 4\).*\(4, 3\)"):
         ag.mse_loss(make_tensor(x), make_tensor(t.T.copy()))
 
@@ -73,7 +76,7 @@ def test_mse_loss(layout):
 def test_nll_loss(layout):
     lp = np_log_softmax(randn(3, 4))
     y = check_grad(ag.nll_loss, [lp, LABELS], layout, wrt=[0])
-    np.testing.assert_allclose(y, -lp[np.arange(3), LABELS].mean(), rtol=1e-5)
+    np.testing.assert_allclose(y, [-lp[np.arange(3), LABELS].mean()], rtol=1e-5)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -83,4 +86,4 @@ def test_ranking_loss(layout):
     gap = rng.uniform(0.05, 1, (4, 3)) * np.where(rng.random((4, 3)) < 0.5, -1, 1)
     neg = (pos - 0.2 + gap).astype(np.float32)
     y = check_grad(lambda p, n: ag.ranking_loss(p, n, 0.2), [pos, neg], layout)
-    np.testing.assert_allclose(y, np.maximum(0, 0.2 - pos + neg).mean(), rtol=1e-5)
+    np.testing.assert_allclose(y, [np.maximum(0, 0.2 - pos + neg).sum() / 4], rtol=1e-5)

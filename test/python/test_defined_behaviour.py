@@ -266,7 +266,7 @@ def test_buffers_are_checked():
 
 def test_copy_from_numpy_offsets():
     t = tensor.Tensor((4, 4))
-    v = t[1:3]
+    v = t.view[1:3]
     v.copy_from_numpy(np.arange(3, dtype=np.float32), offset=5)
     want = np.zeros((4, 4), np.float32)
     want[1:3].reshape(-1)[5:8] = np.arange(3)

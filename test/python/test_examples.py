@@ -80,6 +80,26 @@ def test_train_cnn_progress_bar_advances_with_the_loss():
     assert counts[:4] == [1, 2, 3, 4], proc.stderr
 
 
+def _test_accuracy(out):
+    return float(out.rsplit("test accuracy ", 1)[1].split(",")[0])
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_digits_accuracy_on_gpu_matches_cpu(model):
+    """The digits examples reach on the GPU the accuracy they reach on the
+    CPU (the initial weights differ: each device has its own generator)."""
+    pytest.importorskip("sklearn")
+    from singa import device, singa_wrap
+    if device.get_num_gpus() == 0:
+        pytest.skip("this singa build has no CUDA" if not singa_wrap.USE_CUDA
+                    else "no CUDA device is visible")
+    args = ("cnn/train_cnn.py", model, "digits", "--no-progress", "--seed", 1)
+    cpu = _test_accuracy(ok(run(*args, timeout=600)))
+    gpu_out = ok(run(*args, "--device", "cuda", timeout=600))
+    assert "device cuda" in gpu_out
+    assert _test_accuracy(gpu_out) >= cpu - 0.02, (cpu, gpu_out)
+
+
 def test_train_cnn_checkpoint_resume_and_plot(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("matplotlib")

@@ -123,9 +123,10 @@ def test_losses():
     close(layer.CrossEntropy()(T(p), T(onehot)), want)
     q = 1 / (1 + np.exp(-x))
     t = (rand(6, 4) > 0).astype(np.float32)
+    # SINGA's definitions: sums over the batch of 6, 1e-4 inside the logs
     close(layer.BinaryCrossEntropy()(T(q), T(t)),
-          -np.mean(t * np.log(q) + (1 - t) * np.log(1 - q)))
-    close(layer.MeanSquareError()(T(x), T(onehot)), np.mean((x - onehot) ** 2))
+          -np.sum(t * np.log(q + 1e-4) + (1 - t) * np.log(1.0001 - q)) / 6)
+    close(layer.MeanSquareError()(T(x), T(onehot)), np.sum((x - onehot) ** 2) / (2 * 6))
 
 
 # ---- normalisation ----

@@ -269,7 +269,7 @@ def test_operator_without_onnx_counterpart_is_named():
 
 def test_unrecorded_output_is_reported():
     x = _randn(3)
-    y = autograd.relu(x)   # autograd.training is off: nothing recorded
+    y = tensor.relu(x)     # a tensor function, not an autograd operator
     with pytest.raises(sonnx.SonnxError, match="not recorded"):
         sonnx.to_onnx([x], [y])
 

@@ -124,9 +124,9 @@ def test_imported_cnn_fine_tunes_on_digits():
 
     def loss_now():
         tuned.eval()
-        out = tuned(xb)
+        out = tuned(xb)[0]       # SONNXModel.forward returns a list, as in SINGA
         tuned.train()
-        return float(autograd.softmax_cross_entropy(out, yb).numpy())
+        return float(autograd.softmax_cross_entropy(out, yb))
 
     before = loss_now()
     w0 = tuned.get_params()["conv.W"].numpy().copy()

@@ -101,7 +101,7 @@ def test_views_share_storage(dev):
     assert v.shape == (4, 2, 3) and v.is_transpose() and not v.is_contiguous()
     r = t.reshape((6, -1))
     assert r.shape == (6, 4)
-    s = t[1, :, 1:3]
+    s = t.view[1, :, 1:3]
     s.set_value(-1)
     x[1, :, 1:3] = -1
     np.testing.assert_array_equal(tensor.to_numpy(t), x)
@@ -127,9 +127,19 @@ def test_reshape_of_view_copies(dev):
     (slice(None), None, slice(3, 1, -1))])
 def test_getitem_matches_numpy(key, dev):
     x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
-    got = tensor.from_numpy(x, dev)[key]
-    assert got.shape == x[key].shape
-    np.testing.assert_array_equal(tensor.to_numpy(got), x[key])
+    t = tensor.from_numpy(x, dev)
+    view = t.view[key]                       # NumPy's basic indexing, a view
+    assert view.shape == x[key].shape
+    np.testing.assert_array_equal(tensor.to_numpy(view), x[key])
+    # SINGA's t[key]: a copy in which an int index keeps its axis (size 1)
+    keys = key if isinstance(key, tuple) else (key,)
+    kept = tuple(slice(int(k), int(k) + 1 or None) if isinstance(k, (int, np.integer)) else k
+                 for k in keys)
+    got = t[key]
+    assert got.shape == x[kept].shape
+    np.testing.assert_array_equal(tensor.to_numpy(got), x[kept])
+    got.set_value(-1)
+    np.testing.assert_array_equal(tensor.to_numpy(t), x)
 
 
 def test_setitem(dev):
@@ -175,7 +185,7 @@ def test_random_seed_reproducible(dev):
 
 def test_random_fill_of_a_view_and_int(dev):
     t = tensor.zeros((4, 6), dev)
-    t[:, ::2].uniform(1, 2)
+    t.view[:, ::2].uniform(1, 2)
     x = tensor.to_numpy(t)
     assert (x[:, 1::2] == 0).all() and (x[:, ::2] >= 1).all()
     i = tensor.Tensor((100,), dev, tensor.int32).uniform(0, 5)

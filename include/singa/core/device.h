@@ -14,7 +14,19 @@
 
 #include "singa/core/common.h"
 
+// CUDA handle types, declared here so that this header needs no CUDA headers
+// (cudaStream_t, cublasHandle_t and curandGenerator_t point to these).
+struct CUstream_st;
+struct cublasContext;
+struct curandGenerator_st;
+
 namespace singa {
+
+#ifdef USE_CUDA
+constexpr bool kUseCuda = true;
+#else
+constexpr bool kUseCuda = false;
+#endif
 
 enum CopyDirection { kHostToHost = 0, kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
@@ -34,6 +46,15 @@ struct Context {
   // read and written by each), so a graph keeps their recorded order and a
   // replay draws what eager runs draw. It has no memory.
   std::shared_ptr<Block> random_state = std::make_shared<Block>(0, nullptr);
+  // CUDA devices only (src/core/device/cuda_gpu.h), made with the device:
+  // its ordinal, its one stream, cuBLAS handle and cuRAND generator, and a
+  // scratch buffer that kernels on the stream may use in turn.
+  int cuda_ordinal = -1;
+  CUstream_st* stream = nullptr;
+  cublasContext* cublas_handle = nullptr;
+  curandGenerator_st* curand_generator = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_size = 0;
 };
 
 class Device : public std::enable_shared_from_this<Device> {
@@ -61,7 +82,7 @@ class Device : public std::enable_shared_from_this<Device> {
             const std::vector<Block*>& write_blocks);
   // Waits for all queued work on this device.
   virtual void Sync() {}
-  void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
+  virtual void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
 
   // ---- graph mode (SINGA's names) ----
   // While enabled, Exec appends work to the graph instead of running it.
@@ -103,11 +124,13 @@ class Device : public std::enable_shared_from_this<Device> {
   int id() const { return id_; }
   virtual bool is_host() const { return true; }
   virtual std::string lang() const { return "cpp"; }
-  // "cpu" for the default CPU device, "cpu:N" for others, "cuda:N" for GPUs.
+  // "cpu" for the default CPU device (id -1), "cpu:N" for the others
+  // (id -1 - N), "cuda:N" for GPU N (id N).
   virtual std::string name() const;
   Context* context() { return &ctx_; }
 
  protected:
+  // Host ids are negative (-1 the default device), CUDA ids the ordinal.
   explicit Device(int id);
   virtual void* Malloc(size_t size) = 0;
   virtual void Free(void* ptr, size_t size) = 0;
@@ -159,11 +182,19 @@ std::shared_ptr<Device> DefaultDevice();
 void SetNumThreads(int n);
 int GetNumThreads();
 
-// CUDA entry points; without CUDA they throw DeviceError saying so.
+// CUDA entry points (src/core/device/cuda_gpu.cu); without CUDA they throw
+// DeviceError saying so, except GetNumGPUs, which is then 0. CreateCudaGPU
+// returns the one device object of that ordinal.
 bool HasCuda();
 int GetNumGPUs();
 std::shared_ptr<Device> CreateCudaGPU(int id);
 std::string DeviceQuery(int id);
+// (free, total) bytes of the GPU's memory.
+std::vector<size_t> GetGPUMemSize(int id);
+// Lets cuBLAS use TF32 tensor cores for float32 GEMM on dev (off by
+// default, so that results match the CPU's).
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool allow);
+bool GetAllowTF32(const std::shared_ptr<Device>& dev);
 
 }  // namespace singa
 

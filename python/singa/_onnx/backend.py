@@ -18,7 +18,11 @@ class SingaNumpyRep(SingaRep):
 
     def run(self, inputs, **kwargs):
         outs = super().run(inputs, **kwargs)
-        return [dtypes.to_numpy(t, ty) for t, ty in zip(outs, self.output_types())]
+        # the declared types apply when the outputs are the graph's
+        types = [] if kwargs.get("aux_output") or kwargs.get("last_layers", -1) != -1 \
+            else self.output_types()
+        return [dtypes.to_numpy(t, types[i] if i < len(types) else None)
+                for i, t in enumerate(outs)]
 
 
 class SingaBackend(Backend):
@@ -33,8 +37,12 @@ class SingaBackend(Backend):
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
-    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
-        """Runs one NodeProto on NumPy inputs (in node.input order)."""
+    def run_node(cls, node, inputs, device="CPU", opset_version=None, outputs_info=None,
+                 **kwargs):
+        """Runs one NodeProto on NumPy inputs (in node.input order) at
+        opset_version (the installed onnx's newest by default); returns a
+        list of NumPy arrays, as onnx.backend expects. ``sonnx.run_node``
+        is SINGA's form (an OrderedDict of Tensors)."""
         names = [n for n in node.input if n]
         if isinstance(inputs, dict):
             inputs = [inputs[n] for n in names]
@@ -54,7 +62,7 @@ class SingaBackend(Backend):
                 elem = helper.np_dtype_to_tensor_dtype(np.dtype(outputs_info[i][0]))
             outs.append(helper.make_tensor_value_info(n, elem, None))
         graph = helper.make_graph([node], f"{node.op_type}_node", graph_inputs, outs)
-        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        opset = opset_version or onnx.defs.onnx_opset_version()
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         # Graph outputs need a type; take what shape inference finds.
         check_declared_shapes(model)

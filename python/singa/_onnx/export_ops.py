@@ -97,7 +97,7 @@ for _row in opdefs.ROWS:
 
 # ---- one node, same inputs, no attributes ----
 _SAME = {
-    "Identity": "Identity", "Where": "Where", "Sum": "Sum", "Mean": "Mean", "Min": "Min",
+    "Identity": "Identity", "Sum": "Sum", "Mean": "Mean", "Min": "Min",
     "Max": "Max", "Matmul": "MatMul", "PRelu": "PRelu",
 }
 
@@ -110,6 +110,12 @@ def _same(onnx_type):
 
 for _cls, _onnx in _SAME.items():
     exports(_cls)(_same(_onnx))
+
+
+@exports("Where")
+def _where(op, ins, outs, g, leaves):
+    # singa records Where(condition)(a, b) with inputs (a, b, condition)
+    g.node("Where", [ins[2], ins[0], ins[1]], outs, name=op.name)
 
 
 @exports("LeakyReLU")
@@ -130,7 +136,7 @@ def _selu(op, ins, outs, g, leaves):
 @exports("HardSigmoid")
 def _hard_sigmoid(op, ins, outs, g, leaves):
     g.node("HardSigmoid", ins, outs, name=op.name, alpha=float(op.alpha),
-           beta=float(op.beta))
+           beta=float(op.gamma))
 
 
 @exports("SoftMax")
@@ -214,7 +220,12 @@ def _reduce_mean(op, ins, outs, g, leaves):
 
 @exports("GlobalAveragePool")
 def _global_average_pool(op, ins, outs, g, leaves):
-    g.node("GlobalAveragePool", ins, outs, name=op.name)
+    if getattr(op, "data_format", "channels_first") == "channels_first":
+        g.node("GlobalAveragePool", ins, outs, name=op.name)
+        return
+    # channels_last: a mean over the axes between the batch and the channels
+    _axes_input_or_attr(g, "ReduceMean", list(range(1, op.rank - 1)), 18, ins, outs,
+                        op.name, keepdims=1)
 
 
 def _as_list(v):
@@ -334,6 +345,9 @@ def _depth_to_space(op, ins, outs, g, leaves):
 
 @exports("SpaceToDepth")
 def _space_to_depth(op, ins, outs, g, leaves):
+    if getattr(op, "mode", "DCR") != "DCR":
+        raise UnsupportedError("ONNX SpaceToDepth has the DCR layout only, not "
+                               f"mode={op.mode!r}")
     g.node("SpaceToDepth", ins, outs, name=op.name, blocksize=int(op.blocksize))
 
 
@@ -367,11 +381,13 @@ def _one_hot(op, ins, outs, g, leaves):
 
 # ---- normalisation ----
 
-@exports("BatchNorm2d")
+@exports("_BatchNorm2d")
 def _batch_norm(op, ins, outs, g, leaves):
-    # Inference form: normalise with the running statistics (inputs 3, 4).
-    g.node("BatchNormalization", ins, outs, name=op.name, epsilon=float(op.epsilon),
-           momentum=float(op.momentum))
+    # Inference form: normalise with the running statistics (inputs 3, 4),
+    # which are the operator's fields.
+    stats = [g.tensor(op.running_mean), g.tensor(op.running_var)]
+    g.node("BatchNormalization", list(ins) + stats, outs, name=op.name,
+           epsilon=float(op.epsilon), momentum=float(op.momentum))
 
 
 @exports("LayerNorm")
@@ -384,7 +400,7 @@ def _layer_norm(op, ins, outs, g, leaves):
 
 # ---- convolution and pooling ----
 
-@exports("Conv2d")
+@exports("_Conv2d")
 def _conv2d(op, ins, outs, g, leaves):
     # singa's pads are [top, left, bottom, right], ONNX's [h_begin, w_begin,
     # h_end, w_end]: the same order. kernel_shape is left to the weight.
@@ -392,7 +408,7 @@ def _conv2d(op, ins, outs, g, leaves):
            dilations=list(op.dilations), group=int(op.group))
 
 
-@exports("Pooling2d", "Pooling1d")
+@exports("_Pooling2d", "_Pooling1d")
 def _pooling(op, ins, outs, g, leaves):
     attrs = dict(kernel_shape=list(op.kernel_shape), strides=list(op.strides),
                  pads=list(op.pads), ceil_mode=int(op.ceil_mode))

@@ -33,6 +33,7 @@ class GraphBuilder:
         self.initializers = []
         self._names = set()
         self._counter = 0
+        self._tensors = {}   # id -> (name, tensor): one initializer per tensor
 
     def unique(self, hint):
         """A value name not used yet, based on hint."""
@@ -67,6 +68,18 @@ class GraphBuilder:
         self.initializers.append(numpy_helper.from_array(arr, name))
         return name
 
+    def tensor(self, t, hint=None):
+        """The name of an initializer holding tensor t's values, added the
+        first time t is seen; named after t (or hint) when that is free."""
+        known = self._tensors.get(id(t))
+        if known is not None:
+            return known[0]
+        hint = hint or t.name or "const"
+        name = hint if self.claim(hint) else self.unique(hint)
+        self.initializers.append(numpy_helper.from_array(tensor.to_numpy(t), name))
+        self._tensors[id(t)] = (name, t)   # t is kept, so its id stays its own
+        return name
+
     def ints(self, values, hint="ints"):
         """An int64 1-D initializer (shapes, axes, pads ...)."""
         return self.const(np.asarray(list(values), np.int64).reshape(-1), hint)
@@ -80,7 +93,7 @@ def _topological(outputs):
     """The recorded operators feeding outputs, producers first."""
     order, state = [], {}
     for y in outputs:
-        root = y.creator
+        root = _creator(y)
         if root is None:
             continue
         stack = [(root, False)]
@@ -95,20 +108,34 @@ def _topological(outputs):
                 continue
             state[op] = 1
             stack.append((op, True))
+            if op.src is None:
+                raise SonnxError(f"to_onnx: the graph through {op.name} was released by a "
+                                 "backward pass and the operator calls after it; export "
+                                 "the outputs of a forward pass run after training (e.g. "
+                                 "after model.eval())")
             for src in reversed(list(op.src)):
                 if not state.get(src[0]):
                     stack.append((src[0], False))
     return order
 
 
-def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
+def _creator(y):
+    """The operator that produced y; None for a leaf."""
+    op = y.creator
+    return None if op is None or isinstance(op, autograd.Dummy) else op
+
+
+def to_onnx(inputs, outputs, model_name="sonnx", opset_version=17,
             input_names=None, output_names=None, doc_string="", dynamic_axes=None):
     """Exports the graph recorded from inputs to outputs as an ONNX model.
 
-    The forward pass that produced outputs must have been recorded: run it
-    with ``autograd.training`` on (``autograd.train_mode()``), or use
-    export_model for a Model. Operators export in their inference form
-    (Dropout as the identity, BatchNorm with its running statistics).
+    Autograd records every forward pass, so outputs may come from an
+    inference-mode forward (``autograd.training`` off, ``model.eval()``),
+    which is what this exports: operators export in their inference form
+    (Dropout as the identity, BatchNorm with its running statistics), and
+    nothing is run or changed. Outputs of a training-mode forward export
+    the same way until a backward pass and the next training step release
+    their graph.
 
     Args:
         inputs: the input Tensors (a Tensor or a list).
@@ -127,7 +154,8 @@ def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
 
     Raises:
         UnsupportedError naming an operator with no ONNX counterpart;
-        SonnxError when an output was not recorded or an input is unused.
+        SonnxError when an output was not produced by autograd operators, its
+        graph was released, or an input is unused.
     """
     inputs = [inputs] if isinstance(inputs, tensor.Tensor) else list(inputs)
     outputs = [outputs] if isinstance(outputs, tensor.Tensor) else list(outputs)
@@ -150,17 +178,17 @@ def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
     if len(set(input_names) | set(output_names)) != len(input_names) + len(output_names):
         raise SonnxError("to_onnx: input and output names must be distinct")
     for i, y in enumerate(outputs):
-        if y.creator is None and not any(y is x for x in inputs):
+        if _creator(y) is None and not any(y is x for x in inputs):
             raise SonnxError(
                 f"to_onnx: output {i} (shape {tuple(y.shape)}) was not recorded by "
-                "autograd; run the forward pass inside autograd.train_mode() with "
-                "inputs that require grad, or use sonnx.export_model(model, inputs)")
+                "autograd: it was made by tensor functions, not autograd operators; "
+                "compute it with singa.autograd (or layers), or use "
+                "sonnx.export_model(model, inputs)")
 
     g = GraphBuilder(opset_version)
     for n in input_names + output_names:
         g.claim(n)
     values = {}        # (op, output index) -> value name
-    leaf_names = {}    # id(tensor) -> value name for leaves
     input_ids = {id(x): name for x, name in zip(inputs, input_names)}
     used_inputs = set()
 
@@ -170,12 +198,7 @@ def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
         if key in input_ids:
             used_inputs.add(key)
             return input_ids[key]
-        if key not in leaf_names:
-            hint = t.name or d.name or "const"
-            name = hint if g.claim(hint) else g.unique(hint)
-            g.initializers.append(numpy_helper.from_array(tensor.to_numpy(t), name))
-            leaf_names[key] = name
-        return leaf_names[key]
+        return g.tensor(t, t.name or d.name)
 
     def name_of(src):
         op, idx = src[0], src[1]
@@ -186,7 +209,7 @@ def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
     # Outputs that are produced by an operator take the graph output name.
     wanted = {}
     for y, name in zip(outputs, output_names):
-        if y.creator is not None:
+        if _creator(y) is not None:
             key = (y.creator, getattr(y, "creator_index", 0))
             wanted.setdefault(key, name)
 
@@ -218,12 +241,11 @@ def to_onnx(inputs, outputs, model_name="singa", opset_version=17,
     missing = [n for x, n in zip(inputs, input_names) if id(x) not in used_inputs]
     if missing:
         raise SonnxError(f"to_onnx: input(s) {missing} do not reach the outputs in the "
-                         "recorded graph (an input created with requires_grad=False "
-                         "is not recorded)")
+                         "recorded graph")
 
     graph_outputs = []
     for y, name in zip(outputs, output_names):
-        if y.creator is None:
+        if _creator(y) is None:
             src = input_ids[id(y)]
         else:
             src = values[(y.creator, getattr(y, "creator_index", 0))]
@@ -264,10 +286,11 @@ def export_model(model, inputs, model_name=None, opset_version=17,
                  input_names=None, output_names=None, dynamic_axes=None):
     """Exports a singa Model (or Layer) by tracing its forward on inputs.
 
-    forward runs once with graph recording on; the model's states (running
-    statistics) are restored afterwards, so exporting changes nothing.
+    forward runs once in inference mode (``autograd.training`` off), so
     Dropout exports as the identity and BatchNorm with its running
-    statistics, i.e. the model as it behaves in eval mode.
+    statistics, i.e. the model as it behaves in eval mode; the model's
+    parameters and states are restored afterwards whatever forward did, so
+    exporting changes nothing.
 
     Args:
         model: a singa.model.Model (or Layer) whose forward takes inputs.
@@ -279,22 +302,19 @@ def export_model(model, inputs, model_name=None, opset_version=17,
     for x in inputs:
         if not isinstance(x, tensor.Tensor):
             raise OnnxTypeError(f"export_model: inputs must be Tensors, got {type(x).__name__}")
-        # A fresh handle on the same data that requires grad, so every use
-        # of the input is recorded.
-        t = tensor.from_raw_tensor(x.data)
-        t.requires_grad = True
-        traced.append(t)
-    if hasattr(model, "_init_once"):
-        with autograd.train_mode(False):
+        # A fresh handle on the same data, so the graph's inputs are these
+        # tensors and nothing the caller holds.
+        traced.append(tensor.from_raw_tensor(x.data))
+    with autograd.train_mode(False):
+        if hasattr(model, "_init_once"):
             model._init_once(*traced)
-    saved = {k: tensor.from_raw_tensor(v.data.Clone()) for k, v in model.get_states().items()}
-    try:
-        with autograd.train_mode(True):
+        saved = {k: v.data.Clone() for k, v in model.get_states().items()}
+        try:
             outs = model.forward(*traced)
-    finally:
-        states = model.get_states()
-        for k, v in saved.items():
-            states[k].copy_data(v)
+        finally:
+            states = model.get_states()
+            for k, v in saved.items():
+                states[k].data.CopyData(v)
     if isinstance(outs, tensor.Tensor):
         outs = [outs]
     name = model_name or type(model).__name__

@@ -35,15 +35,38 @@ del _row, _differentiable
 # ---- no gradient: arg-reductions ----
 argmax = _no_grad(tensor.argmax)
 argmin = _no_grad(tensor.argmin)
+
+
+def _onnx_shape(y, x, axes, keepdims):
+    """y with ONNX's result shape: singa's full reductions give (1,) where
+    ONNX gives a 0-d tensor."""
+    if keepdims:
+        return y
+    want = tuple(d for i, d in enumerate(x.shape) if i not in set(axes))
+    return y if tuple(y.shape) == want else reshape(y, want)
+
+
 # Max / min reductions have no autograd operator yet.
-reduce_max = _no_grad(tensor.max)
-reduce_min = _no_grad(tensor.min)
+def reduce_max(x, axes, keepdims):
+    out = tensor.max(x, axes, keepdims)
+    out.requires_grad = False
+    return _onnx_shape(out, x, axes, keepdims)
+
+
+def reduce_min(x, axes, keepdims):
+    out = tensor.min(x, axes, keepdims)
+    out.requires_grad = False
+    return _onnx_shape(out, x, axes, keepdims)
 
 # ---- differentiable: autograd ----
 softmax = ag.softmax
 log_softmax = ag.log_softmax
-where = ag.where
 tile = ag.tile
+
+
+def where(cond, x, y):
+    """x where cond is nonzero, else y (ONNX's argument order)."""
+    return ag.where(x, y, cond)
 
 
 def leakyrelu(x, alpha):
@@ -51,11 +74,11 @@ def leakyrelu(x, alpha):
 
 
 def reduce_sum(x, axes, keepdims):
-    return ag.reduce_sum(x, list(axes), int(keepdims))
+    return _onnx_shape(ag.reduce_sum(x, list(axes), int(keepdims)), x, axes, keepdims)
 
 
 def reduce_mean(x, axes, keepdims):
-    return ag.reduce_mean(x, list(axes), int(keepdims))
+    return _onnx_shape(ag.reduce_mean(x, list(axes), int(keepdims)), x, axes, keepdims)
 
 
 def clip(x, lo, hi):
@@ -168,8 +191,8 @@ def _channel(p, rank):
 
 
 def batch_norm(x, scale, bias, mean, var, eps, momentum):
-    """Batch norm as singa runs it (see autograd.BatchNorm2d)."""
-    return ag.batchnorm_2d(x, scale, bias, mean, var, momentum, eps)
+    """Batch norm as singa runs it (see autograd._BatchNorm2d)."""
+    return ag.batchnorm_2d(x, scale, bias, mean, var, momentum=momentum, epsilon=eps)
 
 
 def batch_norm_train(x, scale, bias, mean, var, eps, momentum):
@@ -215,7 +238,7 @@ def _float32(f):
 @_float32
 def conv2d(x, w, b, strides, pads, dilations, group):
     """ONNX Conv on NCHW tensors; pads are [top, left, bottom, right]."""
-    return ag.conv2d(x, w, b, strides, pads, dilations, group)
+    return ag.conv2d(x, w, b, stride=strides, padding=pads, dilation=dilations, group=group)
 
 
 @_float32
@@ -228,5 +251,5 @@ def pool2d(x, kernel, strides, pads, is_max, dilations, ceil_mode, count_include
         x = pad(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], "constant",
                 -float("inf"))
         pads = [0, 0, 0, 0]
-    op = ag.Pooling2d(kernel, strides, pads, is_max, dilations, ceil_mode, count_include_pad)
-    return op(x)
+    op = ag._Pooling2d(kernel, strides, pads, is_max, dilations, ceil_mode, count_include_pad)
+    return op(x)[0]

@@ -332,21 +332,45 @@ class SingaRep(BackendRep):
             feed[vi.name] = t
         return feed
 
-    def run(self, inputs, **kwargs):
-        """Runs the graph on inputs (a list in graph-input order, or a dict by
-        name; NumPy arrays or singa tensors). Returns a list of Tensors."""
-        values = dict(self._const_tensors)
-        values.update(self._feed(inputs))
-        return self._execute(values)
+    def run(self, x, aux_output=(), last_layers=-1, **kwargs):
+        """Runs the graph on inputs x (a list in graph-input order, or a dict by
+        name; NumPy arrays or singa tensors). Returns a list of Tensors: the
+        graph's outputs, then the values named in aux_output.
 
-    def _execute(self, values):
+        last_layers (SINGA's) is the index of the last node to run, counted
+        as Python indexes (-1, the default, runs every node; -2 stops before
+        the last): the outputs of that node replace the graph's outputs.
+        Constant nodes are not counted."""
+        values = dict(self._const_tensors)
+        values.update(self._feed(x))
+        n = len(self._steps)
+        if isinstance(last_layers, bool) or not isinstance(last_layers, int) or \
+                not (last_layers == -1 or -n <= last_layers < n):
+            raise GraphError(f"last_layers={last_layers!r} is out of range for a graph of "
+                             f"{n} nodes")
+        stop = last_layers % n if n else -1
+        steps = self._steps[:stop + 1]
+        if stop == n - 1:
+            wanted = list(self.output_names)
+        else:
+            wanted = [o for o in self._steps[stop].node.output if o]
+        aux = [aux_output] if isinstance(aux_output, str) else list(aux_output)
+        known = set(values) | {o for st in steps for o in st.node.output}
+        missing = [a for a in aux if a not in known]
+        if missing:
+            raise GraphError(f"aux_output {missing} are not values of the graph up to node "
+                             f"{stop}")
+        values = self._execute(values, steps)
+        return [values[name] for name in wanted + aux]
+
+    def _execute(self, values, steps=None):
         # Ops that behave differently in training (batch norm, dropout)
         # follow this rep's flag, whatever the global autograd setting.
         with autograd.train_mode(self.training):
-            return self._execute_steps(values)
+            return self._execute_steps(values, self._steps if steps is None else steps)
 
-    def _execute_steps(self, values):
-        for step in self._steps:
+    def _execute_steps(self, values, steps):
+        for step in steps:
             node = step.node
             ins = [values[n] if n else None for n in node.input]
             view = NodeView(node, step.attrs, ins, self.opset, self.device,
@@ -368,18 +392,62 @@ class SingaRep(BackendRep):
                     raise GraphError(f"{describe(node)}: output {i} ({name}) is not "
                                      "produced by singa's implementation")
                 values[name] = outs[i]
-        return [values[n] for n in self.output_names]
+        return values
+
+    # ---- SINGA's helpers ----
+    def initialize(self):
+        """(Re)loads the initializers' values into the parameter tensors, so
+        a fine-tuned rep starts again from the file's weights."""
+        for init in self.model.graph.initializer:
+            t = self._const_tensors.get(init.name)
+            if t is not None:
+                t.copy_from_numpy(dtypes.np_to_singa_array(self.consts[init.name]))
+
+    def init_tensor_count(self):
+        """{value name: number of nodes that read it}."""
+        count = {}
+        for step in self._steps:
+            for name in step.node.input:
+                if name:
+                    count[name] = count.get(name, 0) + 1
+        return count
+
+    def to_input_tensor(self, x):
+        """x (a NumPy array or a Tensor) as a Tensor on this rep's device."""
+        if isinstance(x, tensor.Tensor):
+            if x.device.id() == self.device.id():
+                return x
+            return tensor.Tensor(data=x.data.Clone(self.device), requires_grad=x.requires_grad)
+        return dtypes.to_tensor(np.asarray(x), self.device, "input: ")
+
+    def to_output_tensor(self, y, out_name):
+        """y in the singa dtype that holds the type the graph declares for
+        out_name."""
+        declared = self._types.get(out_name)
+        if declared is None:
+            return y
+        want = dtypes.singa_dtype(declared, f'output "{out_name}": ')
+        return y if y.dtype == want else y.as_type(want)
+
+    def get_s(self, name, node, tensor_dict):
+        """The value called name, an input of node, as a NumPy array: from
+        the model's constants, else read from tensor_dict."""
+        if name in self.consts:
+            return self.consts[name]
+        if name not in tensor_dict:
+            raise GraphError(f"{describe(node)}: value {name!r} is not available")
+        return dtypes.to_numpy(tensor_dict[name])
 
     def output_types(self):
         """The ONNX element type each graph output is declared with."""
         return [self._types.get(n) for n in self.output_names]
 
 
-def prepare(model, device=None, **kwargs):
+def prepare(model, device="CPU", **kwargs):
     """Validates an ONNX model and returns a SingaRep that runs it.
 
     Args:
         model: an onnx.ModelProto, its serialized bytes, or a file path.
-        device: a singa device (default CPU), or 'CPU' / 'CUDA'.
+        device: a singa device, or 'CPU' (the default) / 'CUDA'.
     """
     return SingaRep(model, device)

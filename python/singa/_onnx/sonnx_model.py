@@ -47,10 +47,13 @@ class SONNXModel(singa_model.Model):
         onnx_model: an onnx.ModelProto, its bytes or a file path.
         device: a singa device (default CPU).
 
-    ``forward(*inputs)`` returns the graph's output (a list when there are
-    several). The default ``train_one_batch(x, y)`` minimises softmax
-    cross-entropy of the first output against y with the model's
-    optimizer; override it for other losses, as with any Model.
+    ``forward(*inputs, aux_output=(), last_layers=-1)`` returns a list, as
+    in SINGA: the graph's outputs, then the values named in aux_output;
+    last_layers picks the last node to run, as Python indexes (-2 drops
+    the last node, e.g. a classifier to replace; its input is returned).
+    The default ``train_one_batch(x, y)`` minimises softmax cross-entropy
+    of the first output against y with the model's optimizer; override it
+    for other losses, as with any Model.
     """
 
     def __init__(self, onnx_model, device=None):
@@ -74,6 +77,11 @@ class SONNXModel(singa_model.Model):
         self.__dict__["_initialized"] = True
 
     @property
+    def sg_ir(self):
+        """The prepared graph (SINGA's attribute name): a SingaRep."""
+        return self._rep
+
+    @property
     def input_names(self):
         return list(self._rep.input_names)
 
@@ -88,21 +96,19 @@ class SONNXModel(singa_model.Model):
         out.update(super()._collect(with_states))
         return out
 
-    def forward(self, *inputs):
+    def forward(self, *input, aux_output=(), last_layers=-1, **kwargs):
         rep = self._rep
         rep.training = autograd.training
         try:
-            outs = rep.run(list(inputs))
+            return rep.run(list(input), aux_output=aux_output, last_layers=last_layers,
+                           **kwargs)
         finally:
             rep.training = False
-        return outs[0] if len(outs) == 1 else outs
 
     def train_one_batch(self, x, y):
         if self.optimizer is None:
             raise ValueError("SONNXModel.train_one_batch: call set_optimizer() first")
-        out = self.forward(x)
-        if isinstance(out, list):
-            out = out[0]
+        out = self.forward(x)[0]
         if not isinstance(y, tensor.Tensor):
             y = tensor.from_numpy(y, out.device)
         loss = autograd.softmax_cross_entropy(out, y)

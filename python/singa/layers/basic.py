@@ -58,7 +58,7 @@ class Dropout(Layer):
 
     def forward(self, x):
         check_input(self, x)
-        return autograd.dropout(x, self.ratio)
+        return autograd.dropout(x, ratio=self.ratio)
 
 
 class Flatten(Layer):

@@ -19,11 +19,16 @@ __all__ = [
 
 
 class LeakyReLU(Operator):
-    """x for x > 0, alpha x otherwise (ONNX LeakyRelu; attribute alpha)."""
+    """x for x > 0, a x otherwise (ONNX LeakyRelu; attribute alpha, which
+    holds SINGA's a)."""
 
-    def __init__(self, alpha=0.01, name=None):
+    def __init__(self, a=0.01, name=None):
         super().__init__(name)
-        self.alpha = float(alpha)
+        self.alpha = float(a)
+
+    @property
+    def a(self):
+        return self.alpha
 
     def forward(self, x):
         self._x = x
@@ -36,7 +41,7 @@ class LeakyReLU(Operator):
 
 
 def leakyrelu(x, a=0.01):
-    return LeakyReLU(a)(x)
+    return LeakyReLU(a)(x)[0]
 
 
 LeakyRelu = LeakyReLU  # SINGA's name
@@ -65,7 +70,7 @@ class Elu(Operator):
 
 
 def elu(x, alpha=1.0):
-    return Elu(alpha)(x)
+    return Elu(alpha)(x)[0]
 
 
 class SeLU(Operator):
@@ -92,7 +97,7 @@ class SeLU(Operator):
 
 
 def selu(x, alpha=1.67326, gamma=1.0507):
-    return SeLU(alpha, gamma)(x)
+    return SeLU(alpha, gamma)(x)[0]
 
 
 class PRelu(Operator):
@@ -112,19 +117,21 @@ class PRelu(Operator):
 
 
 def prelu(x, slope):
-    return PRelu()(x, slope)
+    return PRelu()(x, slope)[0]
 
 
 class HardSigmoid(Operator):
-    """max(0, min(1, alpha x + beta)) (ONNX HardSigmoid)."""
+    """max(0, min(1, alpha x + gamma)) (ONNX HardSigmoid, whose beta is
+    SINGA's gamma)."""
 
-    def __init__(self, alpha=0.2, beta=0.5, name=None):
+    def __init__(self, alpha=0.2, gamma=0.5, name=None):
         super().__init__(name)
         self.alpha = float(alpha)
-        self.beta = float(beta)
+        self.gamma = float(gamma)
 
     def forward(self, x):
-        self._y = y = _cw.Clip(_cw.AddScalar(_cw.MulScalar(x, self.alpha), self.beta), 0.0, 1.0)
+        self._y = y = _cw.Clip(_cw.AddScalar(_cw.MulScalar(x, self.alpha), self.gamma), 0.0,
+                               1.0)
         return y
 
     def backward(self, dy):
@@ -135,16 +142,17 @@ class HardSigmoid(Operator):
 
 
 def hardsigmoid(x, alpha=0.2, gamma=0.5):
-    return HardSigmoid(alpha, gamma)(x)
+    return HardSigmoid(alpha, gamma)(x)[0]
 
 
 class SoftMax(Operator):
-    """Softmax along axis (ONNX Softmax, opset 13: one axis, default -1).
+    """Softmax along axis, 1 by default as in SINGA (ONNX Softmax, opset 13:
+    one axis).
 
     Gradient: y (dy - sum(dy y, axis)).
     """
 
-    def __init__(self, axis=-1, name=None):
+    def __init__(self, axis=1, name=None):
         super().__init__(name)
         self.axis = axis
 
@@ -159,8 +167,8 @@ class SoftMax(Operator):
         return _cw.Mul(y, _cw.Sub(dy, s))
 
 
-def softmax(x, axis=-1):
-    return SoftMax(axis)(x)
+def softmax(x, axis=1):
+    return SoftMax(axis)(x)[0]
 
 
 class LogSoftMax(Operator):
@@ -184,7 +192,7 @@ class LogSoftMax(Operator):
 
 
 def log_softmax(x, axis=-1):
-    return LogSoftMax(axis)(x)
+    return LogSoftMax(axis)(x)[0]
 
 
 LogSoftmax = LogSoftMax
@@ -193,13 +201,19 @@ LogSoftmax = LogSoftMax
 class Dropout(Operator):
     """Zeroes each element with probability ratio and scales the rest by
     1 / (1 - ratio) while ``autograd.training`` is on; the identity at
-    inference (ONNX Dropout, attribute ratio)."""
+    inference (ONNX Dropout, attribute ratio).
 
-    def __init__(self, ratio=0.5, name=None):
+    seed is accepted as in SINGA but does not reseed anything: the mask is
+    drawn from the device's generator (``device.SetRandSeed``), so
+    successive calls get new masks.
+    """
+
+    def __init__(self, seed=0, ratio=0.5, name=None):
         super().__init__(name)
         ratio = float(ratio)
         if not 0.0 <= ratio < 1.0:
             raise ValueError(f"dropout: ratio must be in [0, 1), got {ratio}")
+        self.seed = seed
         self.ratio = ratio
 
     def forward(self, x):
@@ -215,5 +229,5 @@ class Dropout(Operator):
         return dy if self._mask is None else _cw.Mul(dy, self._mask)
 
 
-def dropout(x, ratio=0.5):
-    return Dropout(ratio)(x)
+def dropout(x, seed=0, ratio=0.5):
+    return Dropout(seed, ratio)(x)[0]

@@ -5,20 +5,33 @@ pooling with argmax); this module checks the arguments, names the shapes in
 errors, and keeps what backward needs (the input and weight for conv, the
 argmax positions for max pooling).
 
+Two call forms. SINGA's takes a handle from ``singa_wrap`` that records
+the layer geometry: ``conv2d(handle, x, W, b=None, odd_padding=(0, 0, 0,
+0))`` with a ``ConvHandle``, ``pooling_2d(handle, x, odd_padding)`` with a
+``PoolingHandle``; odd_padding is SINGA's extra (top, bottom, left, right)
+padding for "SAME" modes and the handle is made for the padded input, as in
+SINGA. singa's own takes the geometry directly: ``conv2d(x, W, b=None,
+stride=1, padding=0, dilation=1, group=1)``, ``pooling_2d(x, kernel_size,
+...)``. The operator classes are ``_Conv2d`` and ``_Pooling2d`` (SINGA's
+names; ``autograd.Conv2d`` and ``autograd.Pooling2d`` are the layers).
+
 Window geometry follows ONNX: pads are [top, left, bottom, right]; the
 output length is floor((in + pads - dilation (k - 1) - 1) / stride) + 1,
 or ceil(...) with ceil_mode, where a last window starting past the input
 plus the leading pad is dropped.
 """
 
+import functools
+import inspect
 import numbers
 
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
+from singa.tensor import Tensor
 
 __all__ = [
-    "Conv2d", "conv2d", "Pooling2d", "pooling_2d", "max_pool2d", "avg_pool2d",
-    "Pooling1d", "pooling_1d", "max_pool1d", "avg_pool1d",
+    "_Conv2d", "conv2d", "_Pooling2d", "pooling_2d", "max_pool2d", "avg_pool2d",
+    "_Pooling1d", "pooling_1d", "max_pool1d", "avg_pool1d",
 ]
 
 
@@ -85,19 +98,63 @@ class _Geometry:
         return [self.sh, self.sw], [self.pt, self.pl, self.pb, self.pr], [self.dh, self.dw]
 
 
-class Conv2d(Operator):
+def _odd(odd_padding, where):
+    """SINGA's odd_padding (top, bottom, left, right) as 4 ints >= 0."""
+    v = [int(p) for p in odd_padding]
+    if len(v) != 4 or min(v) < 0:
+        raise ValueError(f"{where}: odd_padding must be 4 ints >= 0 (top, bottom, left, "
+                         f"right), got {tuple(odd_padding)}")
+    return v
+
+
+def _with_odd(ph, pw, odd):
+    """[top, left, bottom, right] from a handle's symmetric (ph, pw) and
+    odd_padding (top, bottom, left, right)."""
+    return [ph + odd[0], pw + odd[2], ph + odd[1], pw + odd[3]]
+
+
+def _check_handle(where, handle, x_shape, odd):
+    """x (N, C, H, W) must be the input the handle was made for, less the
+    odd padding."""
+    want = (handle.channels, handle.height - odd[0] - odd[1], handle.width - odd[2] - odd[3])
+    if len(x_shape) != 4 or tuple(x_shape[1:]) != want:
+        raise ValueError(f"{where}: input of shape {tuple(x_shape)} does not match the handle, "
+                         f"made for (N, {handle.channels}, {handle.height}, {handle.width})"
+                         + (f" with odd_padding {tuple(odd)}" if any(odd) else ""))
+
+
+class _Conv2d(Operator):
     """Cross-correlation of x (N, C, H, W) with W (OC, C / group, KH, KW),
     plus the optional bias b (OC,) (ONNX Conv; attributes strides, pads
-    [top, left, bottom, right], dilations, group; kernel_shape is W's)."""
+    [top, left, bottom, right], dilations, group; kernel_shape is W's).
 
-    def __init__(self, strides=1, pads=0, dilations=1, group=1, name=None):
+    ``_Conv2d(handle, odd_padding)`` takes the geometry from a
+    ``singa_wrap.ConvHandle`` (SINGA's form; ``self.handle``);
+    ``_Conv2d(strides=, pads=, dilations=, group=)`` gives it directly.
+    """
+
+    saves_only_when_told = True
+
+    def __init__(self, handle=None, odd_padding=(0, 0, 0, 0), strides=1, pads=0, dilations=1,
+                 group=1, name=None):
         super().__init__(name)
+        self.handle = handle
+        if handle is not None:
+            if not isinstance(handle, _cw.ConvHandle):
+                raise TypeError(f"conv2d: handle must be a singa_wrap.ConvHandle, got "
+                                f"{type(handle).__name__}")
+            self.odd_padding = _odd(odd_padding, "conv2d")
+            strides = [handle.stride_h, handle.stride_w]
+            pads = _with_odd(handle.pad_h, handle.pad_w, self.odd_padding)
+            group = handle.group
         self.strides = _pair(strides, "conv2d", "strides")
         self.pads = _pads(pads, "conv2d")
         self.dilations = _pair(dilations, "conv2d", "dilations")
         self.group = int(group)
 
     def forward(self, x, W, b=None):
+        if self.handle is not None:
+            _check_handle("conv2d", self.handle, x.shape(), self.odd_padding)
         if W.nDim() != 4:
             raise ValueError(f"conv2d: the weight must be (OC, C/group, KH, KW), got {W.shape()}")
         oc, cg, kh, kw = W.shape()
@@ -108,7 +165,8 @@ class Conv2d(Operator):
         if b is not None and b.shape() != (oc,):
             raise ValueError(f"conv2d: bias of shape {b.shape()} does not match {oc} "
                              "output channels")
-        self._geo, self._x, self._W, self._has_b = g, x, W, b is not None
+        if self.saved:
+            self._geo, self._x, self._W, self._has_b = g, x, W, b is not None
         return _conv_forward(x, W, b, g, self.group)
 
     def backward(self, dy):
@@ -121,23 +179,74 @@ class Conv2d(Operator):
         return dx, dW
 
 
+def _two_forms(singa_form, handle_type):
+    """A function that runs singa_form when its first argument is a handle
+    of handle_type (SINGA's call) and the decorated function otherwise;
+    its signature is SINGA's."""
+    def deco(native):
+        @functools.wraps(singa_form)
+        def fn(*args, **kwargs):
+            first = args[0] if args else kwargs.get("handle")
+            if isinstance(first, handle_type):
+                return singa_form(*args, **kwargs)
+            if isinstance(first, Tensor):
+                return native(*args, **kwargs)
+            raise TypeError(f"{singa_form.__name__}: expected a singa_wrap."
+                            f"{handle_type.__name__} or an input Tensor first, got "
+                            f"{type(first).__name__}")
+        fn.__signature__ = inspect.signature(singa_form)
+        fn.__doc__ = f"{singa_form.__doc__}\n\n    singa's form: {native.__doc__}"
+        return fn
+    return deco
+
+
+def _singa_conv2d(handle, x, W, b=None, odd_padding=(0, 0, 0, 0)):
+    """conv2d(handle, x, W, b=None, odd_padding=(0, 0, 0, 0)): x convolved
+    with W (and b) as the ConvHandle says (SINGA's form); b is ignored when
+    the handle has no bias."""
+    op = _Conv2d(handle, odd_padding)
+    if b is None or not handle.bias_term:
+        return op(x, W)[0]
+    return op(x, W, b)[0]
+
+
+@_two_forms(_singa_conv2d, _cw.ConvHandle)
 def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, group=1):
-    op = Conv2d(stride, padding, dilation, group)
-    return op(x, W) if b is None else op(x, W, b)
+    """conv2d(x, W, b=None, stride=1, padding=0, dilation=1, group=1), with
+    padding an int, (ph, pw) or (top, left, bottom, right)."""
+    op = _Conv2d(strides=stride, pads=padding, dilations=dilation, group=group)
+    return (op(x, W) if b is None else op(x, W, b))[0]
 
 
-class Pooling2d(Operator):
+class _Pooling2d(Operator):
     """Max or average pooling of x (N, C, H, W) (ONNX MaxPool /
     AveragePool; attributes kernel_shape, strides, pads [top, left, bottom,
     right], dilations (max only), ceil_mode, count_include_pad (average
     only; ONNX's default, False, divides by the cells inside the input)).
     strides default to the kernel size, as SINGA's and PyTorch's pooling;
     pads may be at most half the kernel, so every window sees the input.
+
+    ``_Pooling2d(handle, odd_padding)`` takes the geometry from a
+    ``singa_wrap.PoolingHandle`` (SINGA's form; ``self.handle``).
     """
 
-    def __init__(self, kernel_shape, strides=None, pads=0, is_max=True, dilations=1,
-                 ceil_mode=False, count_include_pad=False, name=None):
+    handle = None
+
+    def __init__(self, kernel_shape=None, strides=None, pads=0, is_max=True, dilations=1,
+                 ceil_mode=False, count_include_pad=False, name=None, odd_padding=(0, 0, 0, 0)):
         super().__init__(name)
+        self.handle = None
+        if isinstance(kernel_shape, _cw.PoolingHandle):
+            h = self.handle = kernel_shape
+            # SINGA's positional form _Pooling2d(handle, odd_padding)
+            odd = strides if strides is not None else odd_padding
+            self.odd_padding = _odd(odd, "pooling_2d")
+            kernel_shape = [h.kernel_h, h.kernel_w]
+            strides = [h.stride_h, h.stride_w]
+            pads = _with_odd(h.pad_h, h.pad_w, self.odd_padding)
+            is_max = h.is_max_pooling
+        elif kernel_shape is None:
+            raise TypeError("pooling: give a kernel_shape or a singa_wrap.PoolingHandle")
         self.kernel_shape = _pair(kernel_shape, "pooling", "kernel_shape")
         self.strides = self.kernel_shape[:] if strides is None else \
             _pair(strides, "pooling", "strides")
@@ -158,6 +267,8 @@ class Pooling2d(Operator):
                              f"{self.kernel_shape}")
 
     def forward(self, x):
+        if self.handle is not None:
+            _check_handle("pooling_2d", self.handle, x.shape(), self.odd_padding)
         return self._pool(x, self.kernel_shape, self.strides, self.pads, self.dilations)
 
     def _pool(self, x, kernel, strides, pads, dilations):
@@ -174,20 +285,29 @@ class Pooling2d(Operator):
         return _avg_pool_backward(dy, self._geo, self.count_include_pad)
 
 
+def _singa_pooling_2d(handle, x, odd_padding=(0, 0, 0, 0)):
+    """pooling_2d(handle, x, odd_padding=(0, 0, 0, 0)): max or average
+    pooling of x as the PoolingHandle says (SINGA's form)."""
+    return _Pooling2d(handle, odd_padding=odd_padding)(x)[0]
+
+
+@_two_forms(_singa_pooling_2d, _cw.PoolingHandle)
 def pooling_2d(x, kernel_size, stride=None, padding=0, is_max=True, ceil_mode=False):
-    return Pooling2d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)
+    """pooling_2d(x, kernel_size, stride=None, padding=0, is_max=True,
+    ceil_mode=False)."""
+    return _Pooling2d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)[0]
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return Pooling2d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)
+    return _Pooling2d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)[0]
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=False):
-    return Pooling2d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)
+    return _Pooling2d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)[0]
 
 
-class Pooling1d(Pooling2d):
+class _Pooling1d(_Pooling2d):
     """Max or average pooling of x (N, C, L); the attributes are 1-D lists
     (kernel_shape [k], strides [s], pads [begin, end], dilations [d]). Runs
     as 2-D pooling over (N, C, 1, L)."""
@@ -229,16 +349,16 @@ def _one(v, name):
 
 
 def pooling_1d(x, kernel_size, stride=None, padding=0, is_max=True, ceil_mode=False):
-    return Pooling1d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)
+    return _Pooling1d(kernel_size, stride, padding, is_max, 1, ceil_mode)(x)[0]
 
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return Pooling1d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)
+    return _Pooling1d(kernel_size, stride, padding, True, dilation, ceil_mode)(x)[0]
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=False):
-    return Pooling1d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)
+    return _Pooling1d(kernel_size, stride, padding, False, 1, ceil_mode, count_include_pad)(x)[0]
 
 
 # ---- the C++ kernels (src/core/nn, bound in api/core_nn.i) ----

@@ -7,9 +7,12 @@ comparisons and logic (add, less, logical_and, ...) are rows of
 singa.opdefs, made into operators in ops/generated.py.
 """
 
+import numpy as np
+
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
 from singa.ops import unbroadcast, constant
+from singa.tensor import Tensor, from_numpy, _wrap
 
 __all__ = [
     "Where", "where", "Sum", "sum", "Mean", "mean", "Min", "min", "Max", "max", "Cast", "cast",
@@ -17,24 +20,57 @@ __all__ = [
 
 
 class Where(Operator):
-    """x where condition is nonzero, else y, all broadcast together
-    (ONNX Where(condition, X, Y)); the condition has no gradient."""
+    """a where condition is nonzero, else b, all broadcast together, with
+    SINGA's form ``Where(condition)(a, b)`` (ONNX Where(condition, X, Y)).
+    condition is a Tensor (recorded as the op's third input, with no
+    gradient) or a NumPy array / list (made a constant on a's device)."""
 
-    def forward(self, condition, x, y):
+    def __init__(self, condition, name=None):
+        super().__init__(name)
+        self.condition = condition
+
+    def __call__(self, a, b):
+        c = self.condition
+        if not isinstance(c, Tensor):
+            if not isinstance(a, Tensor):
+                raise TypeError(f"Where: inputs must be singa Tensors, got {type(a).__name__}")
+            c = _condition(c, a)
+        return super().__call__(a, b, c)
+
+    def forward(self, a, b, condition=None):
+        if condition is None:   # called directly, SINGA style: forward(a, b)
+            c = self.condition
+            condition = c.data if isinstance(c, Tensor) else _condition(
+                c, _wrap(a)).data
         self._cond = condition
-        self._shapes = (x.shape(), y.shape())
-        return _cw.Where(condition, x, y)
+        self._shapes = (a.shape(), b.shape())
+        return _cw.Where(condition, a, b)
 
     def backward(self, dy):
-        sx, sy = self._shapes
+        sa, sb = self._shapes
         zero = constant(0.0, dy)
-        dx = _cw.Where(self._cond, dy, zero)
-        dyy = _cw.Where(self._cond, zero, dy)
-        return None, unbroadcast(dx, sx), unbroadcast(dyy, sy)
+        da = _cw.Where(self._cond, dy, zero)
+        db = _cw.Where(self._cond, zero, dy)
+        return unbroadcast(da, sa), unbroadcast(db, sb), None
 
 
-def where(condition, x, y):
-    return Where()(condition, x, y)
+def _condition(c, like):
+    """A NumPy / list condition as a constant Tensor on like's device."""
+    try:
+        arr = np.asarray(c)
+    except Exception:
+        arr = None
+    if arr is None or arr.dtype.kind not in "biuf":
+        raise TypeError(f"where: condition must be a Tensor or a NumPy array of numbers or "
+                        f"bools, got {type(c).__name__}")
+    t = from_numpy(arr.astype(np.float32), like.device)
+    t.requires_grad = False
+    return t
+
+
+def where(x, y, condition):
+    """x where condition is nonzero, else y (SINGA's argument order)."""
+    return Where(condition)(x, y)[0]
 
 
 # ---- variadic (ONNX Sum, Mean, Min, Max: any number of inputs) ----
@@ -42,11 +78,11 @@ def where(condition, x, y):
 class Sum(Operator):
     """Element-wise sum of one or more tensors, broadcast (ONNX Sum)."""
 
-    def forward(self, *xs):
-        _need_inputs("sum", xs)
-        self._shapes = [x.shape() for x in xs]
-        y = xs[0]
-        for x in xs[1:]:
+    def forward(self, *l):
+        _need_inputs("sum", l)
+        self._shapes = [x.shape() for x in l]
+        y = l[0]
+        for x in l[1:]:
             y = _cw.Add(y, x)
         return y
 
@@ -54,28 +90,28 @@ class Sum(Operator):
         return tuple(unbroadcast(dy, s) for s in self._shapes)
 
 
-def sum(*xs):
-    return Sum()(*xs)
+def sum(*l):
+    return Sum()(*l)[0]
 
 
 class Mean(Operator):
     """Element-wise mean of one or more tensors, broadcast (ONNX Mean)."""
 
-    def forward(self, *xs):
-        _need_inputs("mean", xs)
-        self._shapes = [x.shape() for x in xs]
-        y = xs[0]
-        for x in xs[1:]:
+    def forward(self, *l):
+        _need_inputs("mean", l)
+        self._shapes = [x.shape() for x in l]
+        y = l[0]
+        for x in l[1:]:
             y = _cw.Add(y, x)
-        return _cw.MulScalar(y, 1.0 / len(xs))
+        return _cw.MulScalar(y, 1.0 / len(l))
 
     def backward(self, dy):
         g = _cw.MulScalar(dy, 1.0 / len(self._shapes))
         return tuple(unbroadcast(g, s) for s in self._shapes)
 
 
-def mean(*xs):
-    return Mean()(*xs)
+def mean(*l):
+    return Mean()(*l)[0]
 
 
 class _Extremum(Operator):
@@ -84,12 +120,12 @@ class _Extremum(Operator):
 
     pick = None
 
-    def forward(self, *xs):
-        _need_inputs(type(self).__name__.lower(), xs)
-        y = xs[0]
-        for x in xs[1:]:
-            y = type(self).pick(y, x)
-        self._xs, self._y = xs, y
+    def forward(self, *x):
+        _need_inputs(type(self).__name__.lower(), x)
+        y = x[0]
+        for t in x[1:]:
+            y = type(self).pick(y, t)
+        self._xs, self._y = x, y
         return y
 
     def backward(self, dy):
@@ -117,12 +153,12 @@ class Max(_Extremum):
     pick = _cw.Maximum
 
 
-def min(*xs):
-    return Min()(*xs)
+def min(*l):
+    return Min()(*l)[0]
 
 
-def max(*xs):
-    return Max()(*xs)
+def max(*l):
+    return Max()(*l)[0]
 
 
 def _need_inputs(where, xs):
@@ -153,4 +189,4 @@ class Cast(Operator):
 
 
 def cast(x, to):
-    return Cast(to)(x)
+    return Cast(to)(x)[0]

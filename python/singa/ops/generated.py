@@ -21,9 +21,11 @@ __all__ = ["Elementwise"]
 
 
 class Elementwise(Operator):
-    """Base of the generated operators; ``row`` is their opdefs row."""
+    """Base of the generated operators; ``row`` is their opdefs row. Their
+    forward keeps its inputs or output only when ``self.saved``."""
 
     row = None
+    saves_only_when_told = True
 
 
 def _params(f, allowed, row):
@@ -55,10 +57,11 @@ def _unary_class(row):
 
         def forward(self, x):
             y = kernel(x)
-            if keep_x:
-                self._x = x
-            if keep_y:
-                self._y = y
+            if self.saved:
+                if keep_x:
+                    self._x = x
+                if keep_y:
+                    self._y = y
             return y
 
         def backward(self, dy):
@@ -80,7 +83,7 @@ def _binary_class(row):
 
     def forward(self, a, b):
         y = kernel(a, b)
-        if any_grad:
+        if any_grad and self.saved:
             self._shapes = (a.shape(), b.shape())
             if "a" in keep:
                 self._a = a
@@ -102,17 +105,41 @@ def _binary_class(row):
     return forward, backward
 
 
+def _unary_x(cls, where):
+    def fn(x):
+        return cls()(x)[0]
+    return fn
+
+
+def _unary_a(cls, where):
+    def fn(a):
+        return cls()(a)[0]
+    return fn
+
+
+def _binary_ab(cls, where):
+    def fn(a, b):
+        return cls()(*operands(where, a, b))[0]
+    return fn
+
+
+def _binary_xy(cls, where):
+    def fn(x, y):
+        return cls()(*operands(where, x, y))[0]
+    return fn
+
+
+# The function forms by parameter names (the rows' args, SINGA's names).
+_FUNCTIONS = {("x",): _unary_x, ("a",): _unary_a, ("a", "b"): _binary_ab,
+              ("x", "y"): _binary_xy}
+
+
 def _make(row):
     forward, backward = (_unary_class if row.arity == 1 else _binary_class)(row)
     cls = type(row.op, (Elementwise,), {
         "__doc__": _docstring(row), "__module__": __name__, "__qualname__": row.op,
         "row": row, "forward": forward, "backward": backward})
-    if row.arity == 1:
-        def fn(x):
-            return cls()(x)
-    else:
-        def fn(a, b):
-            return cls()(*operands(row.fn, a, b))
+    fn = _FUNCTIONS[row.args](cls, row.fn)
     fn.__name__ = fn.__qualname__ = row.fn
     fn.__module__ = __name__
     fn.__doc__ = f"{_docstring(row)} Records {row.op} for autograd."

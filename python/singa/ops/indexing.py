@@ -2,10 +2,10 @@
 onehot, and shape, constant_of_shape, nonzero.
 
 Index lists are read on the host, since the positions decide which slices
-to take; the data stays in C++ (gathers join slices with ConcatOn, their
-gradients add slices back with AddInto on views), except in
-scatter_elements and nonzero, which are computed with NumPy until C++ has
-scatter kernels (their positions, or output shapes, depend on the data).
+to take; the data stays on its device (gathers are IndexSelect, their
+gradients IndexAdd, both with a kernel per backend). nonzero and
+constant_of_shape read their input on the host: their output shapes
+depend on its values.
 """
 
 import numpy as np
@@ -37,20 +37,20 @@ def _host_ints(indices, where):
     return arr.astype(np.int64)
 
 
-def _positions(flat):
-    """flat (NumPy ints, already in range) as an int32 CTensor."""
-    return from_numpy(np.ascontiguousarray(flat, dtype=np.int32)).data
+def _positions(flat, device):
+    """flat (NumPy ints, already in range) as an int32 CTensor on device."""
+    return from_numpy(np.ascontiguousarray(flat, dtype=np.int32), device).data
 
 
 def _take(x, axis, flat):
     """x's slices at the positions flat along axis (a gather, in C++)."""
-    return _cw.IndexSelect(x, _positions(flat), axis)
+    return _cw.IndexSelect(x, _positions(flat, x.device()), axis)
 
 
 def _untake(dy, axis, flat, like, in_shape):
     """The gradient of _take: dy's slices added back at their positions."""
     dx = zeros(in_shape, like)
-    _cw.IndexAdd(dx, _positions(flat), dy, axis)
+    _cw.IndexAdd(dx, _positions(flat, like.device()), dy, axis)
     return dx
 
 
@@ -91,7 +91,7 @@ class Gather(Operator):
 
 
 def gather(x, axis, indices):
-    return Gather(axis, indices)(x)
+    return Gather(axis, indices)(x)[0]
 
 
 class Embedding(Operator):
@@ -115,25 +115,43 @@ class Embedding(Operator):
 
 
 def embedding(x, w):
-    return Embedding()(x, w)
+    return Embedding()(x, w)[0]
 
 
 class ScatterElements(Operator):
     """A copy of x with x[.., indices[i, j], ..] = updates[i, j] along axis
-    (ONNX ScatterElements, no reduction). indices is kept as an attribute;
-    updates is an input and gets a gradient.
+    (ONNX ScatterElements, no reduction), in SINGA's form
+    ``ScatterElements(indices, updates, axis)(x)``. indices is kept as an
+    attribute; updates becomes the op's second input: a Tensor gets a
+    gradient, a NumPy array or list is a constant.
 
-    Computed on the host with NumPy: positions are data-dependent and there
-    is no C++ scatter kernel yet. Duplicate positions are undefined in ONNX;
-    here the last update wins.
+    The positions come from indices alone, so they are worked out on the
+    host and the data stays on its device: the updates are placed with
+    IndexAdd into zeros and merged with x by Where. Duplicate positions are
+    undefined in ONNX; here the last update wins.
     """
 
-    def __init__(self, indices, axis=0, name=None):
+    def __init__(self, indices, updates, axis=0, name=None):
         super().__init__(name)
         self.indices = _host_ints(indices, "scatter_elements")
+        self.updates = updates
         self.axis = int(axis)
 
-    def forward(self, x, updates):
+    def __call__(self, x):
+        u = self.updates
+        if not isinstance(u, Tensor):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"ScatterElements: inputs must be singa Tensors, got "
+                                f"{type(x).__name__}")
+            u = from_numpy(np.asarray(u, dtype=_NUMPY_TYPE[x.dtype]), x.device)
+            u.requires_grad = False
+        return super().__call__(x, u)
+
+    def forward(self, x, updates=None):
+        if updates is None:     # called directly, SINGA style: forward(x)
+            u = self.updates
+            updates = u.data if isinstance(u, Tensor) else _from_host(
+                np.asarray(u), x.device(), x.data_type())
         s = x.shape()
         axis = norm_axis(self.axis, len(s), "scatter_elements", s)
         if tuple(self.indices.shape) != updates.shape() or len(s) != self.indices.ndim:
@@ -141,17 +159,38 @@ class ScatterElements(Operator):
                              f"updates of shape {updates.shape()} must match, with the rank "
                              f"of data of shape {s}")
         idx = _check_positions(self.indices, s[axis], "scatter_elements", s, axis)
-        out = _to_host(x)
-        np.put_along_axis(out, idx, _to_host(updates), axis)
-        mask = np.ones(s, dtype=out.dtype)
-        np.put_along_axis(mask, idx, 0, axis)
-        self._idx, self._axis, self._dev, self._dtype = idx, axis, x.device(), x.data_type()
-        self._keep = _from_host(mask, x.device(), x.data_type())
-        return _from_host(out, x.device(), x.data_type())
+        # Flat position in x of every update (row-major), and the last
+        # update written to each position.
+        coords = list(np.indices(idx.shape))
+        coords[axis] = idx
+        flat = np.ravel_multi_index(coords, s).reshape(-1) if idx.size else np.zeros(0, np.int64)
+        rev_first = np.unique(flat[::-1], return_index=True)[1]
+        last = len(flat) - 1 - rev_first
+        dev, dtype = x.device(), x.data_type()
+        mask = np.ones(int(np.prod(s)), dtype=np.int32)
+        mask[flat] = 0
+        self._keep = _from_host(mask.reshape(s), dev, _cw.kInt)
+        self._flat, self._ushape = flat, updates.shape()
+        placed = _cw.Tensor([int(np.prod(s))], dev, _cw.kFloat32 if dtype == _cw.kFloat16 else dtype)
+        placed.SetValue(0.0)
+        if last.size:
+            u = updates.Reshape([updates.Size()])
+            picked = _cw.IndexSelect(u, _positions(last, dev), 0)
+            if dtype == _cw.kFloat16:
+                picked = picked.AsType(_cw.kFloat32)
+            _cw.IndexAdd(placed, _positions(flat[last], dev), picked, 0)
+        if dtype == _cw.kFloat16:
+            placed = placed.AsType(dtype)
+        return _cw.Where(self._keep, x, placed.Reshape(list(s)))
 
     def backward(self, dy):
-        dupdates = np.take_along_axis(_to_host(dy), self._idx, self._axis)
-        return _cw.Mul(dy, self._keep), _from_host(dupdates, self._dev, self._dtype)
+        g = dy.Reshape([dy.Size()])
+        if self._flat.size:
+            dupdates = _cw.IndexSelect(g, _positions(self._flat, dy.device()), 0)
+        else:
+            dupdates = _cw.Tensor([0], dy.device(), dy.data_type())
+        dx = _cw.Where(self._keep, dy, zeros(dy.shape(), dy))
+        return dx, dupdates.Reshape(list(self._ushape))
 
 
 _NUMPY_TYPE = {_cw.kFloat16: np.float16, _cw.kFloat32: np.float32, _cw.kInt: np.int32}
@@ -170,7 +209,7 @@ def _from_host(arr, device, dtype):
 
 
 def scatter_elements(x, indices, updates, axis=0):
-    return ScatterElements(indices, axis)(x, updates)
+    return ScatterElements(indices, updates, axis)(x)[0]
 
 
 class Shape(Operator):
@@ -184,7 +223,7 @@ class Shape(Operator):
 
 
 def shape(x):
-    return Shape()(x)
+    return Shape()(x)[0]
 
 
 class ConstantOfShape(Operator):
@@ -210,7 +249,7 @@ class ConstantOfShape(Operator):
 
 
 def constant_of_shape(x, value=0.0):
-    return ConstantOfShape(value)(x)
+    return ConstantOfShape(value)(x)[0]
 
 
 class NonZero(Operator):
@@ -227,7 +266,7 @@ class NonZero(Operator):
 
 
 def nonzero(x):
-    return NonZero()(x)
+    return NonZero()(x)[0]
 
 
 class OneHot(Operator):
@@ -244,7 +283,8 @@ class OneHot(Operator):
             raise ValueError(f"onehot: need depth >= 1 and values (off, on), got "
                              f"{self.depth} and {values}")
 
-    def forward(self, x):
+    def forward(self, indices):
+        x = indices
         n = x.nDim() + 1
         axis = norm_axis(self.axis, n, "onehot", list(x.shape()) + ["depth"])
         idx = x.AsType(_cw.kFloat32) if x.data_type() != _cw.kFloat32 else x
@@ -263,4 +303,4 @@ class OneHot(Operator):
 
 
 def onehot(axis, indices, depth, values=(0.0, 1.0)):
-    return OneHot(axis, depth, values)(indices)
+    return OneHot(axis, depth, values)(indices)[0]

@@ -21,11 +21,14 @@ class Matmul(Operator):
     """NumPy matmul (ONNX MatMul): 1-D operands are promoted to matrices and
     batch dimensions broadcast."""
 
-    def forward(self, a, b):
-        self._a, self._b = a, b
-        if a.nDim() == 2 and b.nDim() == 2:
-            return _cw.Mult(a, b)
-        return _cw.Matmul(a, b)
+    saves_only_when_told = True
+
+    def forward(self, x, w):
+        if self.saved:
+            self._a, self._b = x, w
+        if x.nDim() == 2 and w.nDim() == 2:
+            return _cw.Mult(x, w)
+        return _cw.Matmul(x, w)
 
     def backward(self, dy):
         a, b = self._a, self._b
@@ -50,8 +53,8 @@ class Matmul(Operator):
         return da, db
 
 
-def matmul(a, b):
-    return Matmul()(a, b)
+def matmul(x, w):
+    return Matmul()(x, w)[0]
 
 
 class AddBias(Operator):
@@ -78,7 +81,7 @@ class AddBias(Operator):
 
 
 def add_bias(x, b, axis=0):
-    return AddBias(axis)(x, b)
+    return AddBias(axis)(x, b)[0]
 
 
 class Gemm(Operator):
@@ -127,7 +130,7 @@ class Gemm(Operator):
 
 def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):
     op = Gemm(alpha, beta, transA, transB)
-    return op(A, B) if C is None else op(A, B, C)
+    return (op(A, B) if C is None else op(A, B, C))[0]
 
 
 class CosSim(Operator):
@@ -136,6 +139,15 @@ class CosSim(Operator):
 
     With c = a.b / (|a| |b|): dc/da = b / (|a| |b|) - c a / |a|^2.
     """
+
+    @classmethod
+    def dot(cls, a, b):
+        """The row-wise dot products of CTensors a and b of shape (N, D):
+        a CTensor of shape (N,)."""
+        if a.shape() != b.shape() or a.nDim() != 2:
+            raise ValueError(f"CosSim.dot: expected two (N, D) tensors of one shape, got "
+                             f"{a.shape()} and {b.shape()}")
+        return _cw.Sum(_cw.Mul(a, b), [1], False)
 
     def forward(self, a, b):
         if a.shape() != b.shape():
@@ -158,4 +170,4 @@ class CosSim(Operator):
 
 
 def cossim(a, b):
-    return CosSim()(a, b)
+    return CosSim()(a, b)[0]

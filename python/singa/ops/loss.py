@@ -1,14 +1,22 @@
-"""Losses. Each returns a 0-d tensor, the mean over the batch (or over
-the elements, where stated); targets get no gradient unless stated.
+"""Losses, in SINGA's form: the operator takes the target in its
+constructor and the prediction as its one input (``SoftMaxCrossEntropy(t)(x)``),
+the function both (``softmax_cross_entropy(x, t)``). Each returns a tensor
+of shape (1,), summed over the elements and divided by the batch size N
+(x.shape[0]), as SINGA does; the target gets no gradient. backward takes
+dy as a CTensor or a number (1.0 by default, so ``loss.creator.backward()``
+works as in SINGA).
 
 Integer class labels are turned into one-hot rows with one broadcast
 comparison against 0..C-1, so no loss loops in Python or leaves C++.
 """
 
+import numbers
+
 import numpy as np
 
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
+from singa.tensor import Tensor
 
 __all__ = [
     "SoftMaxCrossEntropy", "softmax_cross_entropy", "CrossEntropy", "cross_entropy",
@@ -52,11 +60,44 @@ def _host_scalar(ct):
     return float(out)
 
 
-def _total(ct):
-    return _cw.Sum(ct, [], False)
+def _total(ct, scale):
+    """sum(ct) * scale as a tensor of shape (1,)."""
+    return _cw.MulScalar(_cw.Sum(ct, [], False), scale).Reshape([1])
 
 
-class SoftMaxCrossEntropy(Operator):
+def _scaled(g, dy, factor):
+    """g * dy * factor; dy is a CTensor of shape (1,) or a number."""
+    if isinstance(dy, numbers.Real):
+        return _cw.MulScalar(g, float(dy) * factor)
+    return _cw.Mul(g, _cw.MulScalar(dy, factor))
+
+
+def _target(t, where):
+    """The target as a CTensor: a Tensor's data, a CTensor, or a NumPy
+    array copied to the host device."""
+    if isinstance(t, Tensor):
+        return t.data
+    if isinstance(t, _cw.Tensor):
+        return t
+    if isinstance(t, (np.ndarray, list, tuple)):
+        from singa.tensor import from_numpy
+        return from_numpy(np.asarray(t)).data
+    raise TypeError(f"{where}: the target must be a Tensor or a NumPy array, "
+                    f"got {type(t).__name__}")
+
+
+class _Loss(Operator):
+    """A loss of one input x against the target t given to the constructor
+    (kept as the CTensor ``self.t``)."""
+
+    where = "loss"
+
+    def __init__(self, t, name=None):
+        super().__init__(name)
+        self.t = _target(t, self.where)
+
+
+class SoftMaxCrossEntropy(_Loss):
     """-sum(t log softmax(x)) / N for (N, C) logits x; t is one-hot (or any
     distribution) of shape (N, C), or (N,) integer labels (ONNX
     SoftmaxCrossEntropyLoss, reduction 'mean'). log-softmax is computed in
@@ -66,109 +107,126 @@ class SoftMaxCrossEntropy(Operator):
     one-hot rows.
     """
 
-    def forward(self, x, t):
-        t = _targets(x, t, "softmax_cross_entropy")
+    where = "softmax_cross_entropy"
+
+    def forward(self, x):
+        t = _targets(x, self.t, self.where)
         lsm = _cw.LogSoftMax(x, 1)
         self._lsm, self._t, self._n = lsm, t, x.shape(0)
-        return _cw.MulScalar(_total(_cw.Mul(t, lsm)), -1.0 / max(self._n, 1))
+        return _total(_cw.Mul(t, lsm), -1.0 / max(self._n, 1))
 
-    def backward(self, dy):
+    def backward(self, dy=1.0):
         t = self._t
         rows = _cw.Sum(t, [1], True)
         g = _cw.Sub(_cw.Mul(_cw.Exp(self._lsm), rows), t)
-        return _cw.Mul(g, _cw.MulScalar(dy, 1.0 / max(self._n, 1))), None
+        return _scaled(g, dy, 1.0 / max(self._n, 1))
 
 
 def softmax_cross_entropy(x, t):
-    return SoftMaxCrossEntropy()(x, t)
+    return SoftMaxCrossEntropy(t)(x)[0]
 
 
-class CrossEntropy(Operator):
+class CrossEntropy(_Loss):
     """-sum(t log x) / N for (N, C) probabilities x and one-hot (or label)
     targets t, as SINGA's CrossEntropy. Gradient: -t / (x N)."""
 
-    def forward(self, x, t):
-        t = _targets(x, t, "cross_entropy")
-        self._x, self._t, self._n = x, t, x.shape(0)
-        return _cw.MulScalar(_total(_cw.Mul(t, _cw.Log(x))), -1.0 / max(self._n, 1))
+    where = "cross_entropy"
 
-    def backward(self, dy):
-        g = _cw.Div(self._t, self._x)
-        return _cw.Mul(g, _cw.MulScalar(dy, -1.0 / max(self._n, 1))), None
+    def forward(self, x):
+        t = _targets(x, self.t, self.where)
+        self._x, self._t, self._n = x, t, x.shape(0)
+        return _total(_cw.Mul(t, _cw.Log(x)), -1.0 / max(self._n, 1))
+
+    def backward(self, dy=1.0):
+        return _scaled(_cw.Div(self._t, self._x), dy, -1.0 / max(self._n, 1))
 
 
 def cross_entropy(x, t):
-    return CrossEntropy()(x, t)
+    return CrossEntropy(t)(x)[0]
 
 
-class BinaryCrossEntropy(Operator):
-    """-mean(t log x + (1 - t) log(1 - x)) over all elements, x in (0, 1)
-    and t of x's shape. Gradient: (x - t) / (x (1 - x)) / size."""
+# SINGA's guard against log(0) when a sigmoid saturates in float32.
+_BCE_EPS = 1e-4
 
-    def forward(self, x, t):
+
+class BinaryCrossEntropy(_Loss):
+    """-sum(t log(x + e) + (1 - t) log(1 + e - x)) / N for predictions x in
+    [0, 1] and targets t of x's shape, with e = 1e-4 as in SINGA (so a
+    saturated sigmoid gives no infinity). Gradient:
+    ((1 - t) / (1 + e - x) - t / (x + e)) / N."""
+
+    where = "binary_cross_entropy"
+
+    def forward(self, x):
+        t = self.t
         if x.shape() != t.shape():
             raise ValueError(f"binary_cross_entropy: predictions of shape {x.shape()} and "
                              f"targets of shape {t.shape()} differ")
         if t.data_type() != x.data_type():
             t = t.AsType(x.data_type())
-        one_minus = _cw.ScalarSub(1.0, x)
-        terms = _cw.Add(_cw.Mul(t, _cw.Log(x)), _cw.Mul(_cw.ScalarSub(1.0, t), _cw.Log(one_minus)))
-        self._x, self._t, self._1mx = x, t, one_minus
-        return _cw.MulScalar(_total(terms), -1.0 / max(x.Size(), 1))
+        pos = _cw.AddScalar(x, _BCE_EPS)
+        neg = _cw.ScalarSub(1.0 + _BCE_EPS, x)
+        one_minus_t = _cw.ScalarSub(1.0, t)
+        terms = _cw.Add(_cw.Mul(t, _cw.Log(pos)), _cw.Mul(one_minus_t, _cw.Log(neg)))
+        self._t, self._1mt, self._pos, self._neg, self._n = t, one_minus_t, pos, neg, x.shape(0)
+        return _total(terms, -1.0 / max(self._n, 1))
 
-    def backward(self, dy):
-        x = self._x
-        g = _cw.Div(_cw.Sub(x, self._t), _cw.Mul(x, self._1mx))
-        return _cw.Mul(g, _cw.MulScalar(dy, 1.0 / max(x.Size(), 1))), None
+    def backward(self, dy=1.0):
+        g = _cw.Sub(_cw.Div(self._1mt, self._neg), _cw.Div(self._t, self._pos))
+        return _scaled(g, dy, 1.0 / max(self._n, 1))
 
 
 def binary_cross_entropy(x, t):
-    return BinaryCrossEntropy()(x, t)
+    return BinaryCrossEntropy(t)(x)[0]
 
 
-class MeanSquareError(Operator):
-    """mean((x - t)^2) over all elements (as PyTorch's mse_loss; SINGA
-    divides the sum by 2N instead). Both x and t get gradients:
-    +-2 (x - t) / size."""
+class MeanSquareError(_Loss):
+    """sum((x - t)^2) / (2 N), SINGA's mean squared error (half the squared
+    error per sample, as SINGA defines it; PyTorch's mse_loss is
+    sum / size). Gradient: (x - t) / N."""
 
-    def forward(self, x, t):
+    where = "mse_loss"
+
+    def forward(self, x):
+        t = self.t
         if x.shape() != t.shape():
             raise ValueError(f"mse_loss: shapes {x.shape()} and {t.shape()} differ")
         self._err = err = _cw.Sub(x, t)
-        return _cw.MulScalar(_total(_cw.Square(err)), 1.0 / max(x.Size(), 1))
+        self._n = x.shape(0) if x.nDim() else 1
+        return _total(_cw.Square(err), 0.5 / max(self._n, 1))
 
-    def backward(self, dy):
-        err = self._err
-        dx = _cw.Mul(err, _cw.MulScalar(dy, 2.0 / max(err.Size(), 1)))
-        return dx, _cw.Neg(dx)
+    def backward(self, dy=1.0):
+        return _scaled(self._err, dy, 1.0 / max(self._n, 1))
 
 
 def mse_loss(x, t):
-    return MeanSquareError()(x, t)
+    return MeanSquareError(t)(x)[0]
 
 
-class NLLLoss(Operator):
-    """-mean_i x[i, t_i] for (N, C) log-probabilities x and (N,) labels t
+class NLLLoss(_Loss):
+    """-sum_i x[i, t_i] / N for (N, C) log-probabilities x and (N,) labels t
     (or one-hot rows) (ONNX NegativeLogLikelihoodLoss, reduction 'mean').
     Gradient: -t / N."""
 
-    def forward(self, x, t):
-        t = _targets(x, t, "nll_loss")
-        self._t, self._n = t, x.shape(0)
-        return _cw.MulScalar(_total(_cw.Mul(t, x)), -1.0 / max(self._n, 1))
+    where = "nll_loss"
 
-    def backward(self, dy):
-        return _cw.Mul(self._t, _cw.MulScalar(dy, -1.0 / max(self._n, 1))), None
+    def forward(self, x):
+        t = _targets(x, self.t, self.where)
+        self._t, self._n = t, x.shape(0)
+        return _total(_cw.Mul(t, x), -1.0 / max(self._n, 1))
+
+    def backward(self, dy=1.0):
+        return _scaled(self._t, dy, -1.0 / max(self._n, 1))
 
 
 def nll_loss(x, t):
-    return NLLLoss()(x, t)
+    return NLLLoss(t)(x)[0]
 
 
 class RankingLoss(Operator):
-    """mean(max(0, M - pos + neg)) over all elements, SINGA's margin
-    ranking loss for scores of positive and negative pairs (same shape).
-    Both inputs get gradients: -+1 / size where the margin is violated."""
+    """sum(max(0, M - pos + neg)) / N for scores of positive and negative
+    pairs of the same shape (N, ...), SINGA's margin ranking loss. Both
+    inputs get gradients: -+1 / N where the margin is violated."""
 
     def __init__(self, M=0.2, name=None):
         super().__init__(name)
@@ -179,13 +237,13 @@ class RankingLoss(Operator):
             raise ValueError(f"ranking_loss: shapes {pos.shape()} and {neg.shape()} differ")
         margin = _cw.AddScalar(_cw.Sub(neg, pos), self.M)
         self._active = _cw.GreaterScalar(margin, 0.0)
-        self._size = max(pos.Size(), 1)
-        return _cw.MulScalar(_total(_cw.ReLU(margin)), 1.0 / self._size)
+        self._n = pos.shape(0) if pos.nDim() else 1
+        return _total(_cw.ReLU(margin), 1.0 / max(self._n, 1))
 
-    def backward(self, dy):
-        g = _cw.Mul(self._active, _cw.MulScalar(dy, 1.0 / self._size))
+    def backward(self, dy=1.0):
+        g = _scaled(self._active, dy, 1.0 / max(self._n, 1))
         return _cw.Neg(g), g
 
 
 def ranking_loss(pos, neg, M=0.2):
-    return RankingLoss(M)(pos, neg)
+    return RankingLoss(M)(pos, neg)[0]

@@ -7,33 +7,53 @@ from singa import singa_wrap as _cw
 from singa import autograd
 from singa.autograd import Operator
 from singa.ops import unbroadcast, norm_axis
+from singa.ops.conv import _two_forms
+from singa.tensor import Tensor, _wrap
 
-__all__ = ["BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
+__all__ = ["_BatchNorm2d", "batchnorm_2d", "LayerNorm", "layer_norm"]
 
 
-class BatchNorm2d(Operator):
+class _BatchNorm2d(Operator):
     """Batch normalisation of x (N, C, ...) per channel (ONNX
-    BatchNormalization; inputs x, scale, bias, running_mean, running_var,
-    each of the last four of shape (C,); attributes momentum, epsilon).
+    BatchNormalization; inputs x, scale, bias of shape (C,); the running
+    statistics are the fields running_mean and running_var, Tensors of
+    shape (C,) (ONNX inputs 3 and 4, written as initializers on export);
+    attributes momentum, epsilon).
 
     While ``autograd.training`` is on, x is normalised with the batch mean
     and biased variance (as ONNX), and the running statistics are updated
     in place: running = momentum * running + (1 - momentum) * batch.
-    Otherwise the running statistics are used. The running statistics get
-    no gradient. The C++ kernels of src/core/nn do the arithmetic; the
-    graph is only recorded in training mode, so backward is the training
-    gradient, through the batch statistics.
+    Otherwise the running statistics are used. The C++ kernels of
+    src/core/nn do the arithmetic. backward returns (dx, dscale, dbias), as
+    SINGA's: the training gradient, through the batch statistics; it needs
+    a forward run in training mode.
+
+    SINGA's form ``_BatchNorm2d(handle, running_mean, running_var)(x,
+    scale, bias)`` takes momentum and epsilon from a
+    ``singa_wrap.BatchNormHandle``; singa's gives them as keywords.
     """
 
-    def __init__(self, momentum=0.9, epsilon=1e-5, name=None):
+    def __init__(self, handle=None, running_mean=None, running_var=None, name=None,
+                 momentum=0.9, epsilon=1e-5):
         super().__init__(name)
+        self.handle = handle
+        if handle is not None:
+            if not isinstance(handle, _cw.BatchNormHandle):
+                raise TypeError(f"batchnorm_2d: handle must be a singa_wrap.BatchNormHandle, "
+                                f"got {type(handle).__name__}")
+            momentum, epsilon = handle.factor, handle.epsilon
+        self.running_mean = _statistic(running_mean, "running_mean")
+        self.running_var = _statistic(running_var, "running_var")
         self.momentum = float(momentum)
         self.epsilon = float(epsilon)
 
-    def forward(self, x, scale, bias, running_mean, running_var):
+    def forward(self, x, scale, bias):
         s = x.shape()
         if len(s) < 2:
             raise ValueError(f"batchnorm_2d: expected (N, C, ...) input, got shape {s}")
+        if self.running_mean is None or self.running_var is None:
+            raise ValueError("batchnorm_2d: the operator needs running_mean and running_var")
+        running_mean, running_var = self.running_mean.data, self.running_var.data
         c = s[1]
         for t, n in ((scale, "scale"), (bias, "bias"), (running_mean, "running_mean"),
                      (running_var, "running_var")):
@@ -50,9 +70,18 @@ class BatchNorm2d(Operator):
         return y
 
     def backward(self, dy):
-        dx, dscale, dbias = _cw.BatchNormBackward(self._x, dy, self._scale, self._mean,
-                                                  self._var, self.epsilon)
-        return dx, dscale, dbias, None, None
+        return _cw.BatchNormBackward(self._x, dy, self._scale, self._mean, self._var,
+                                     self.epsilon)
+
+
+def _statistic(t, name):
+    """A running statistic as a Tensor (SINGA's scripts may hand its
+    CTensor, t.data)."""
+    if t is None or isinstance(t, Tensor):
+        return t
+    if isinstance(t, _cw.Tensor):
+        return _wrap(t)
+    raise TypeError(f"batchnorm_2d: {name} must be a Tensor, got {type(t).__name__}")
 
 
 def _blend(running, batch, momentum):
@@ -61,8 +90,19 @@ def _blend(running, batch, momentum):
     _cw.Axpy(1.0 - momentum, batch.Reshape([batch.Size()]), running)
 
 
+def _singa_batchnorm_2d(handle, x, scale, bias, running_mean, running_var):
+    """batchnorm_2d(handle, x, scale, bias, running_mean, running_var):
+    batch norm with the BatchNormHandle's momentum and epsilon (SINGA's
+    form)."""
+    return _BatchNorm2d(handle, running_mean, running_var)(x, scale, bias)[0]
+
+
+@_two_forms(_singa_batchnorm_2d, _cw.BatchNormHandle)
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, epsilon=1e-5):
-    return BatchNorm2d(momentum, epsilon)(x, scale, bias, running_mean, running_var)
+    """batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9,
+    epsilon=1e-5)."""
+    return _BatchNorm2d(None, running_mean, running_var, momentum=momentum,
+                        epsilon=epsilon)(x, scale, bias)[0]
 
 
 class LayerNorm(Operator):
@@ -104,4 +144,4 @@ class LayerNorm(Operator):
 
 
 def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
-    return LayerNorm(axis, epsilon)(x, scale, bias)
+    return LayerNorm(axis, epsilon)(x, scale, bias)[0]

@@ -2,6 +2,8 @@
 
 Backward broadcasts dy (with the reduced axes restored as size 1) back to
 the input's shape; the result is a broadcast view, so no copy is made.
+A reduction over every axis without keepdims gives shape (1,), as SINGA's
+full reductions do.
 """
 
 from singa import singa_wrap as _cw
@@ -27,7 +29,10 @@ class ReduceSum(Operator):
             axes, n, type(self).__name__, x.shape())
         self._in_shape = x.shape()
         self._kept = [1 if i in axes else d for i, d in enumerate(x.shape())]
-        return fn(x, axes, bool(self.keepdims)), axes
+        y = fn(x, axes, bool(self.keepdims))
+        if y.nDim() == 0:
+            y = y.Reshape([1])
+        return y, axes
 
     def forward(self, x):
         return self._reduce(x, _cw.Sum, self.axes)[0]
@@ -37,7 +42,7 @@ class ReduceSum(Operator):
 
 
 def reduce_sum(x, axes=None, keepdims=1):
-    return ReduceSum(axes, keepdims)(x)
+    return ReduceSum(axes, keepdims)(x)[0]
 
 
 class ReduceMean(ReduceSum):
@@ -57,22 +62,30 @@ class ReduceMean(ReduceSum):
 
 
 def reduce_mean(x, axes=None, keepdims=1):
-    return ReduceMean(axes, keepdims)(x)
+    return ReduceMean(axes, keepdims)(x)[0]
 
 
 class GlobalAveragePool(ReduceMean):
-    """Mean over every axis after the first two, kept as size 1: (N, C, H,
-    W) -> (N, C, 1, 1) (ONNX GlobalAveragePool)."""
+    """Mean over the spatial axes, kept as size 1. data_format
+    'channels_first' (ONNX GlobalAveragePool): (N, C, H, W) -> (N, C, 1, 1);
+    'channels_last': (N, H, W, C) -> (N, 1, 1, C)."""
 
-    def __init__(self, name=None):
+    def __init__(self, data_format="channels_first", name=None):
         super().__init__(None, 1, name)
+        if data_format not in ("channels_first", "channels_last"):
+            raise ValueError("globalaveragepool: data_format must be 'channels_first' or "
+                             f"'channels_last', got {data_format!r}")
+        self.data_format = data_format
 
     def forward(self, x):
-        if x.nDim() < 3:
+        n = x.nDim()
+        if n < 3:
             raise ValueError(f"globalaveragepool: expected (N, C, spatial...) input, "
                              f"got shape {x.shape()}")
-        return self._mean(x, list(range(2, x.nDim())))
+        self.rank = n     # the exporter's channels_last form needs it
+        first = self.data_format == "channels_first"
+        return self._mean(x, list(range(2, n)) if first else list(range(1, n - 1)))
 
 
-def globalaveragepool(x):
-    return GlobalAveragePool()(x)
+def globalaveragepool(x, data_format="channels_first"):
+    return GlobalAveragePool(data_format)(x)[0]

@@ -9,6 +9,8 @@ on dy.
 
 import builtins
 
+import numbers
+
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
 from singa.ops import unbroadcast, zeros, norm_axis, norm_axes, int_list, product
@@ -69,7 +71,7 @@ def _target_shape(shape, in_shape):
 
 
 def reshape(x, shape):
-    return Reshape(shape)(x)
+    return Reshape(shape)(x)[0]
 
 
 class Flatten(Operator):
@@ -92,7 +94,7 @@ class Flatten(Operator):
 
 
 def flatten(x, axis=1):
-    return Flatten(axis)(x)
+    return Flatten(axis)(x)[0]
 
 
 class Transpose(Operator):
@@ -120,16 +122,20 @@ class Transpose(Operator):
         return dy.Transpose(inverse)
 
 
-def transpose(x, perm=None):
-    return Transpose(perm)(x)
+def transpose(x, shape=None):
+    """x with its axes permuted by shape (SINGA's name for the permutation);
+    reversed when None."""
+    return Transpose(shape)(x)[0]
 
 
 class Squeeze(Operator):
-    """Removes the size-1 axes listed in axis, or all when None (ONNX
-    Squeeze, attribute axes)."""
+    """Removes the size-1 axes listed in axis, or all of them when axis is
+    empty (SINGA's default) or None (ONNX Squeeze, attribute axes)."""
 
-    def __init__(self, axis=None, name=None):
+    def __init__(self, axis=[], name=None):  # noqa: B006 (SINGA's default, never mutated)
         super().__init__(name)
+        if axis is not None and not isinstance(axis, numbers.Integral) and len(axis) == 0:
+            axis = None
         self.axis = None if axis is None else int_list(axis, "squeeze", "axis")
 
     def forward(self, x):
@@ -148,8 +154,8 @@ class Squeeze(Operator):
         return dy.Reshape(list(self._in_shape))
 
 
-def squeeze(x, axis=None):
-    return Squeeze(axis)(x)
+def squeeze(x, axis=[]):  # noqa: B006
+    return Squeeze(axis)(x)[0]
 
 
 class Unsqueeze(Operator):
@@ -174,7 +180,7 @@ class Unsqueeze(Operator):
 
 
 def unsqueeze(x, axis=-1):
-    return Unsqueeze(axis)(x)
+    return Unsqueeze(axis)(x)[0]
 
 
 class Concat(Operator):
@@ -201,7 +207,7 @@ class Concat(Operator):
 
 
 def cat(xs, axis=0):
-    return Concat(axis)(*xs)
+    return Concat(axis)(*xs)[0]
 
 
 class Split(Operator):
@@ -301,7 +307,7 @@ def _view(t, key):
 
 
 def slice(x, starts, ends, axes=None, steps=None):
-    return Slice(starts, ends, axes, steps)(x)
+    return Slice(starts, ends, axes, steps)(x)[0]
 
 
 class Tile(Operator):
@@ -328,7 +334,7 @@ class Tile(Operator):
 
 
 def tile(x, repeats):
-    return Tile(repeats)(x)
+    return Tile(repeats)(x)[0]
 
 
 class Expand(Operator):
@@ -356,7 +362,7 @@ class Expand(Operator):
 
 
 def expand(x, shape):
-    return Expand(shape)(x)
+    return Expand(shape)(x)[0]
 
 
 class Pad(Operator):
@@ -444,7 +450,7 @@ def _stretch(t, axis, k):
 
 
 def pad(x, mode, pads, constant=0.0):
-    return Pad(mode, pads, constant)(x)
+    return Pad(mode, pads, constant)(x)[0]
 
 
 class UpSample(Operator):
@@ -481,7 +487,7 @@ class UpSample(Operator):
 
 
 def upsample(x, mode, scales):
-    return UpSample(mode, scales)(x)
+    return UpSample(mode, scales)(x)[0]
 
 
 class _Rearrange(Operator):
@@ -530,16 +536,18 @@ class DepthToSpace(_Rearrange):
 
 
 def depth_to_space(x, blocksize, mode="DCR"):
-    return DepthToSpace(blocksize, mode)(x)
+    return DepthToSpace(blocksize, mode)(x)[0]
 
 
 class SpaceToDepth(_Rearrange):
-    """Moves blocksize x blocksize spatial tiles into channels (ONNX
-    SpaceToDepth; the inverse of DepthToSpace in DCR mode)."""
+    """Moves blocksize x blocksize spatial tiles into channels: the inverse
+    of DepthToSpace in the same mode, 'DCR' (ONNX SpaceToDepth) or 'CRD'."""
 
-    def __init__(self, blocksize, name=None):
+    def __init__(self, blocksize, mode="DCR", name=None):
         super().__init__(name)
-        self.blocksize = int(blocksize)
+        if mode not in ("DCR", "CRD"):
+            raise ValueError(f"space_to_depth: mode must be 'DCR' or 'CRD', got {mode!r}")
+        self.blocksize, self.mode = int(blocksize), mode
 
     def _plan(self, s):
         n, c, h, w = s
@@ -547,8 +555,11 @@ class SpaceToDepth(_Rearrange):
         if b < 1 or h % b or w % b:
             raise ValueError(f"space_to_depth: spatial size of shape {s} is not a multiple "
                              f"of blocksize {b}")
-        return [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h // b, w // b]
+        out = [n, c * b * b, h // b, w // b]
+        if self.mode == "DCR":
+            return [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4], out
+        return [n, c, h // b, b, w // b, b], [0, 1, 3, 5, 2, 4], out
 
 
-def space_to_depth(x, blocksize):
-    return SpaceToDepth(blocksize)(x)
+def space_to_depth(x, blocksize, mode="DCR"):
+    return SpaceToDepth(blocksize, mode)(x)[0]

@@ -36,7 +36,7 @@ class Clip(Operator):
 
 
 def clip(x, min=None, max=None):
-    return Clip(min, max)(x)
+    return Clip(min, max)(x)[0]
 
 
 class Identity(Operator):
@@ -50,4 +50,4 @@ class Identity(Operator):
 
 
 def identity(x):
-    return Identity()(x)
+    return Identity()(x)[0]

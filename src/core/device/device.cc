@@ -57,7 +57,10 @@ void Block::Release() {
   owned_ = true;
 }
 
-Device::Device(int id) : id_(id) { ctx_.random_generator.seed(id + 1); }
+// Host ids are negative (-1 the default device), CUDA ids the ordinal.
+Device::Device(int id) : id_(id) {
+  ctx_.random_generator.seed(static_cast<unsigned>(id < 0 ? -id : id + 1));
+}
 
 Device::~Device() = default;
 
@@ -165,7 +168,8 @@ std::string Device::TimeProfiling() const {
 void Device::PrintTimeProfiling() const { std::cout << TimeProfiling() << std::flush; }
 
 std::string Device::name() const {
-  return id_ == 0 ? "cpu" : "cpu:" + std::to_string(id_);
+  // SINGA's ids: -1 for the default host device, -2, -3, ... for others.
+  return id_ == -1 ? "cpu" : "cpu:" + std::to_string(-1 - id_);
 }
 
 void Device::CheckHostRead(const char* op) const {
@@ -175,11 +179,11 @@ void Device::CheckHostRead(const char* op) const {
 }
 
 namespace {
-// Id 0 belongs to the default device.
-std::atomic<int> next_cpu_id{1};
+// Id -1 belongs to the default device; CUDA devices use their ordinals.
+std::atomic<int> next_cpu_id{-2};
 }  // namespace
 
-CppCPU::CppCPU() : Device(next_cpu_id++) {}
+CppCPU::CppCPU() : Device(next_cpu_id--) {}
 CppCPU::CppCPU(int id) : Device(id) {}
 
 void CppCPU::CopyDataToFrom(void* dst, const void* src, size_t nbytes,
@@ -266,7 +270,7 @@ std::shared_ptr<Device> DefaultDevice() {
   static std::shared_ptr<Device> dev = [] {
     // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
     UseOpenMPForBlas();
-    return std::make_shared<CppCPU>(0);
+    return std::make_shared<CppCPU>(-1);
   }();
   return dev;
 }
@@ -303,6 +307,15 @@ std::string DeviceQuery(int id) {
   SINGA_THROW(DeviceError, "cannot query cuda:", id,
               ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
 }
+std::vector<size_t> GetGPUMemSize(int id) {
+  SINGA_THROW(DeviceError, "cannot query cuda:", id,
+              ": this singa build has no CUDA support (rebuild with USE_CUDA=ON)");
+}
+void SetAllowTF32(const std::shared_ptr<Device>& dev, bool) {
+  SINGA_THROW(DeviceError, "set_allow_tf32: ", dev ? dev->name() : "None",
+              " is not a CUDA device (this singa build has no CUDA support)");
+}
+bool GetAllowTF32(const std::shared_ptr<Device>&) { return false; }
 #endif
 
 }  // namespace singa

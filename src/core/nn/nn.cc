@@ -3,9 +3,13 @@
 
 #include <climits>
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
 
 #include "singa/core/nn_kernels.h"
+#ifdef USE_CUDA
+#include "nn_cuda.h"
+#endif
 
 namespace singa {
 
@@ -20,8 +24,28 @@ int ToInt(size_t v, const char* op, const Shape& shape) {
 void CheckFloat(const char* op, const Tensor& t, const char* what) {
   SINGA_CHECK(t.data_type() == kFloat32, DtypeError, op, ": ", what,
               " must be float32, got ", DataTypeName(t.data_type()));
-  SINGA_CHECK(t.device()->is_host(), NotImplementedError, op,
-              ": no kernel for device ", t.device()->name());
+}
+
+// float16 operands are computed in float32 (converted in, results converted
+// back): true when any operand is float16, after checking that all are.
+bool AllHalf(const char* op, std::initializer_list<const Tensor*> ts) {
+  bool any = false, all = true;
+  for (const Tensor* t : ts) {
+    if (t->empty()) continue;
+    const bool h = t->data_type() == kFloat16;
+    any = any || h;
+    all = all && h;
+  }
+  SINGA_CHECK(!any || all, DtypeError, op,
+              ": operands mix float16 with other dtypes (cast them to one dtype)");
+  return any;
+}
+Tensor ToF32(const Tensor& t) { return t.empty() ? t : t.AsType(kFloat32); }
+Tensor ToF16(const Tensor& t) { return t.AsType(kFloat16); }
+std::vector<Tensor> ToF16(std::vector<Tensor> ts) {
+  for (Tensor& t : ts)
+    if (t.data_type() == kFloat32) t = t.AsType(kFloat16);
+  return ts;
 }
 
 std::vector<int> Pair(const std::vector<int>& v, const char* op, const char* what) {
@@ -37,15 +61,24 @@ std::vector<int> Pads(const std::vector<int>& v, const char* op) {
   return v;
 }
 
-// Queues a kernel on the device of the first output. Every argument was
+// Queues fn(ctx) on the device of the first output. Every argument was
 // checked before (the kernels' own checks cannot fire), and fn captures by
 // value, as doc/design.md's Exec contract asks.
 template <typename Fn>
 void RunKernel(const std::vector<Block*>& reads, const std::vector<Tensor>& outs, Fn fn) {
   std::vector<Block*> writes;
   for (const Tensor& t : outs) writes.push_back(t.block());
-  outs[0].device()->Exec([fn](Context*) mutable { fn(); }, reads, writes);
+  outs[0].device()->Exec([fn](Context* ctx) mutable { fn(ctx); }, reads, writes);
 }
+
+// Calls cpu::Fn(args...) for a tensor on a host device and, in a CUDA
+// build, gpu::Fn(args..., ctx) for one on a GPU.
+#ifdef USE_CUDA
+#define SINGA_NN_KERNEL(on_host, Fn, ctx, ...) \
+  ((on_host) ? cpu::Fn(__VA_ARGS__) : gpu::Fn(__VA_ARGS__, ctx))
+#else
+#define SINGA_NN_KERNEL(on_host, Fn, ctx, ...) ((void)(on_host), cpu::Fn(__VA_ARGS__))
+#endif
 
 void CheckEps(const char* op, float eps) {
   SINGA_CHECK(eps >= 0.f && std::isfinite(eps), ValueError, op,
@@ -123,6 +156,8 @@ Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
                      const std::vector<int>& stride, const std::vector<int>& pads,
                      const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2d";
+  if (AllHalf(op, {&x, &w, &b}))
+    return ToF16(Conv2dForward(ToF32(x), ToF32(w), ToF32(b), stride, pads, dilation, groups));
   CheckFloat(op, x, "input");
   CheckFloat(op, w, "weight");
   CheckSameDevice(op, x, w);
@@ -137,9 +172,10 @@ Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
   }
   Tensor xc = x.Contiguous(), wc = w.Contiguous();
   Tensor y({x.shape()[0], w.shape()[0], size_t(p.oh()), size_t(p.ow())}, x.device());
-  RunKernel({xc.block(), wc.block(), bc.block()}, {y}, [=]() mutable {
-    cpu::Conv2dForward(xc.data<float>(), wc.data<float>(),
-                       bc.empty() ? nullptr : bc.data<float>(), y.mutable_data<float>(), p);
+  const bool host = y.device()->is_host();
+  RunKernel({xc.block(), wc.block(), bc.block()}, {y}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, Conv2dForward, ctx, xc.data<float>(), wc.data<float>(),
+                    bc.empty() ? nullptr : bc.data<float>(), y.mutable_data<float>(), p);
   });
   return y;
 }
@@ -148,6 +184,8 @@ Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shap
                           const std::vector<int>& stride, const std::vector<int>& pads,
                           const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2dBackwardData";
+  if (AllHalf(op, {&dy, &w}))
+    return ToF16(Conv2dBackwardData(ToF32(dy), ToF32(w), x_shape, stride, pads, dilation, groups));
   CheckFloat(op, dy, "gradient");
   CheckFloat(op, w, "weight");
   CheckSameDevice(op, dy, w);
@@ -157,8 +195,10 @@ Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shap
               " should be ", ys);
   Tensor dyc = dy.Contiguous(), wc = w.Contiguous();
   Tensor dx(x_shape, dy.device());
-  RunKernel({dyc.block(), wc.block()}, {dx}, [=]() mutable {
-    cpu::Conv2dBackwardData(dyc.data<float>(), wc.data<float>(), dx.mutable_data<float>(), p);
+  const bool host = dx.device()->is_host();
+  RunKernel({dyc.block(), wc.block()}, {dx}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, Conv2dBackwardData, ctx, dyc.data<float>(), wc.data<float>(),
+                    dx.mutable_data<float>(), p);
   });
   return dx;
 }
@@ -167,6 +207,9 @@ Tensor Conv2dBackwardWeight(const Tensor& x, const Tensor& dy, const Shape& w_sh
                             const std::vector<int>& stride, const std::vector<int>& pads,
                             const std::vector<int>& dilation, int groups) {
   const char* op = "Conv2dBackwardWeight";
+  if (AllHalf(op, {&x, &dy}))
+    return ToF16(
+        Conv2dBackwardWeight(ToF32(x), ToF32(dy), w_shape, stride, pads, dilation, groups));
   CheckFloat(op, x, "input");
   CheckFloat(op, dy, "gradient");
   CheckSameDevice(op, x, dy);
@@ -176,8 +219,10 @@ Tensor Conv2dBackwardWeight(const Tensor& x, const Tensor& dy, const Shape& w_sh
               " should be ", ys);
   Tensor xc = x.Contiguous(), dyc = dy.Contiguous();
   Tensor dw(w_shape, x.device());
-  RunKernel({xc.block(), dyc.block()}, {dw}, [=]() mutable {
-    cpu::Conv2dBackwardWeight(xc.data<float>(), dyc.data<float>(), dw.mutable_data<float>(), p);
+  const bool host = dw.device()->is_host();
+  RunKernel({xc.block(), dyc.block()}, {dw}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, Conv2dBackwardWeight, ctx, xc.data<float>(), dyc.data<float>(),
+                    dw.mutable_data<float>(), p);
   });
   return dw;
 }
@@ -187,14 +232,17 @@ std::vector<Tensor> MaxPool2dForward(const Tensor& x, const std::vector<int>& ke
                                      const std::vector<int>& pads,
                                      const std::vector<int>& dilation, bool ceil_mode) {
   const char* op = "MaxPool2d";
+  if (AllHalf(op, {&x}))
+    return ToF16(MaxPool2dForward(ToF32(x), kernel, stride, pads, dilation, ceil_mode));
   CheckFloat(op, x, "input");
   cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, dilation, ceil_mode, false);
   Shape ys = {x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())};
   Tensor xc = x.Contiguous();
   Tensor y(ys, x.device()), argmax(ys, x.device(), kInt);
-  RunKernel({xc.block()}, {y, argmax}, [=]() mutable {
-    cpu::MaxPool2dForward(xc.data<float>(), y.mutable_data<float>(),
-                          argmax.mutable_data<int32_t>(), p);
+  const bool host = y.device()->is_host();
+  RunKernel({xc.block()}, {y, argmax}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, MaxPool2dForward, ctx, xc.data<float>(), y.mutable_data<float>(),
+                    argmax.mutable_data<int32_t>(), p);
   });
   return {y, argmax};
 }
@@ -204,9 +252,13 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
                          const std::vector<int>& pads, const std::vector<int>& dilation,
                          bool ceil_mode) {
   const char* op = "MaxPool2dBackward";
+  if (AllHalf(op, {&dy}))
+    return ToF16(MaxPool2dBackward(ToF32(dy), argmax, x_shape, kernel, stride, pads, dilation,
+                                   ceil_mode));
   CheckFloat(op, dy, "gradient");
   SINGA_CHECK(argmax.data_type() == kInt, DtypeError, op, ": argmax must be int32, got ",
               DataTypeName(argmax.data_type()));
+  CheckSameDevice(op, dy, argmax);
   cpu::PoolParams p = MakePool(op, x_shape, kernel, stride, pads, dilation, ceil_mode, false);
   Shape ys = {x_shape[0], x_shape[1], size_t(p.oh()), size_t(p.ow())};
   SINGA_CHECK(dy.shape() == ys && argmax.shape() == ys, ShapeError, op, ": gradient ",
@@ -226,8 +278,10 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
                   " is outside an input plane of ", p.h, "x", p.w, " elements");
   }
   Tensor dx(x_shape, dy.device());
-  RunKernel({dyc.block(), ac.block()}, {dx}, [=]() mutable {
-    cpu::MaxPool2dBackward(dyc.data<float>(), ac.data<int32_t>(), dx.mutable_data<float>(), p);
+  const bool host = dx.device()->is_host();
+  RunKernel({dyc.block(), ac.block()}, {dx}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, MaxPool2dBackward, ctx, dyc.data<float>(), ac.data<int32_t>(),
+                    dx.mutable_data<float>(), p);
   });
   return dx;
 }
@@ -236,13 +290,16 @@ Tensor AvgPool2dForward(const Tensor& x, const std::vector<int>& kernel,
                         const std::vector<int>& stride, const std::vector<int>& pads,
                         bool ceil_mode, bool count_include_pad) {
   const char* op = "AvgPool2d";
+  if (AllHalf(op, {&x}))
+    return ToF16(AvgPool2dForward(ToF32(x), kernel, stride, pads, ceil_mode, count_include_pad));
   CheckFloat(op, x, "input");
   cpu::PoolParams p = MakePool(op, x.shape(), kernel, stride, pads, {1, 1}, ceil_mode,
                                count_include_pad);
   Tensor xc = x.Contiguous();
   Tensor y({x.shape()[0], x.shape()[1], size_t(p.oh()), size_t(p.ow())}, x.device());
-  RunKernel({xc.block()}, {y}, [=]() mutable {
-    cpu::AvgPool2dForward(xc.data<float>(), y.mutable_data<float>(), p);
+  const bool host = y.device()->is_host();
+  RunKernel({xc.block()}, {y}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, AvgPool2dForward, ctx, xc.data<float>(), y.mutable_data<float>(), p);
   });
   return y;
 }
@@ -252,6 +309,9 @@ Tensor AvgPool2dBackward(const Tensor& dy, const Shape& x_shape,
                          const std::vector<int>& pads, bool ceil_mode,
                          bool count_include_pad) {
   const char* op = "AvgPool2dBackward";
+  if (AllHalf(op, {&dy}))
+    return ToF16(AvgPool2dBackward(ToF32(dy), x_shape, kernel, stride, pads, ceil_mode,
+                                   count_include_pad));
   CheckFloat(op, dy, "gradient");
   cpu::PoolParams p = MakePool(op, x_shape, kernel, stride, pads, {1, 1}, ceil_mode,
                                count_include_pad);
@@ -260,8 +320,10 @@ Tensor AvgPool2dBackward(const Tensor& dy, const Shape& x_shape,
               " should be ", ys);
   Tensor dyc = dy.Contiguous();
   Tensor dx(x_shape, dy.device());
-  RunKernel({dyc.block()}, {dx}, [=]() mutable {
-    cpu::AvgPool2dBackward(dyc.data<float>(), dx.mutable_data<float>(), p);
+  const bool host = dx.device()->is_host();
+  RunKernel({dyc.block()}, {dx}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, AvgPool2dBackward, ctx, dyc.data<float>(), dx.mutable_data<float>(),
+                    p);
   });
   return dx;
 }
@@ -281,8 +343,10 @@ void BnDims(const char* op, const Tensor& x, const Tensor& scale, int* n, int* c
               " does not match ", x.shape()[1], " channels of input ", x.shape());
 }
 
-void CheckChannelVec(const char* op, const Tensor& v, int c, const char* what) {
+void CheckChannelVec(const char* op, const Tensor& x, const Tensor& v, int c,
+                     const char* what) {
   CheckFloat(op, v, what);
+  CheckSameDevice(op, x, v);
   SINGA_CHECK(v.Size() == static_cast<size_t>(c), ShapeError, op, ": ", what, " of shape ",
               v.shape(), " does not match ", c, " channels");
 }
@@ -291,18 +355,21 @@ void CheckChannelVec(const char* op, const Tensor& v, int c, const char* what) {
 std::vector<Tensor> BatchNormForwardTraining(const Tensor& x, const Tensor& scale,
                                              const Tensor& bias, float eps) {
   const char* op = "BatchNorm";
+  if (AllHalf(op, {&x, &scale, &bias}))
+    return ToF16(BatchNormForwardTraining(ToF32(x), ToF32(scale), ToF32(bias), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
-  CheckChannelVec(op, bias, c, "bias");
+  CheckChannelVec(op, x, bias, c, "bias");
   CheckEps(op, eps);
   SINGA_CHECK(n * static_cast<size_t>(hw) > 0, ShapeError, op,
               ": training needs at least one value per channel, got input ", x.shape());
   Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous();
   Tensor y(x.shape(), x.device()), mean({size_t(c)}, x.device()), var({size_t(c)}, x.device());
-  RunKernel({xc.block(), sc.block(), bc.block()}, {y, mean, var}, [=]() mutable {
-    cpu::BatchNormForwardTraining(xc.data<float>(), sc.data<float>(), bc.data<float>(),
-                                  y.mutable_data<float>(), mean.mutable_data<float>(),
-                                  var.mutable_data<float>(), n, c, hw, eps);
+  const bool host = y.device()->is_host();
+  RunKernel({xc.block(), sc.block(), bc.block()}, {y, mean, var}, [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, BatchNormForwardTraining, ctx, xc.data<float>(), sc.data<float>(),
+                    bc.data<float>(), y.mutable_data<float>(), mean.mutable_data<float>(),
+                    var.mutable_data<float>(), n, c, hw, eps);
   });
   return {y, mean, var};
 }
@@ -311,20 +378,25 @@ Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Ten
                                  const Tensor& running_mean, const Tensor& running_var,
                                  float eps) {
   const char* op = "BatchNorm";
+  if (AllHalf(op, {&x, &scale, &bias, &running_mean, &running_var}))
+    return ToF16(BatchNormForwardInference(ToF32(x), ToF32(scale), ToF32(bias),
+                                           ToF32(running_mean), ToF32(running_var), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
-  CheckChannelVec(op, bias, c, "bias");
-  CheckChannelVec(op, running_mean, c, "running mean");
-  CheckChannelVec(op, running_var, c, "running var");
+  CheckChannelVec(op, x, bias, c, "bias");
+  CheckChannelVec(op, x, running_mean, c, "running mean");
+  CheckChannelVec(op, x, running_var, c, "running var");
   CheckEps(op, eps);
   if (x.Size() == 0) return Tensor(x.shape(), x.device());
   Tensor xc = x.Contiguous(), sc = scale.Contiguous(), bc = bias.Contiguous(),
          mc = running_mean.Contiguous(), vc = running_var.Contiguous();
   Tensor y(x.shape(), x.device());
-  RunKernel({xc.block(), sc.block(), bc.block(), mc.block(), vc.block()}, {y}, [=]() mutable {
-    cpu::BatchNormForwardInference(xc.data<float>(), sc.data<float>(), bc.data<float>(),
-                                   mc.data<float>(), vc.data<float>(), y.mutable_data<float>(),
-                                   n, c, hw, eps);
+  const bool host = y.device()->is_host();
+  RunKernel({xc.block(), sc.block(), bc.block(), mc.block(), vc.block()}, {y},
+            [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, BatchNormForwardInference, ctx, xc.data<float>(), sc.data<float>(),
+                    bc.data<float>(), mc.data<float>(), vc.data<float>(),
+                    y.mutable_data<float>(), n, c, hw, eps);
   });
   return y;
 }
@@ -332,13 +404,17 @@ Tensor BatchNormForwardInference(const Tensor& x, const Tensor& scale, const Ten
 std::vector<Tensor> BatchNormBackward(const Tensor& x, const Tensor& dy, const Tensor& scale,
                                       const Tensor& mean, const Tensor& var, float eps) {
   const char* op = "BatchNormBackward";
+  if (AllHalf(op, {&x, &dy, &scale, &mean, &var}))
+    return ToF16(
+        BatchNormBackward(ToF32(x), ToF32(dy), ToF32(scale), ToF32(mean), ToF32(var), eps));
   int n, c, hw;
   BnDims(op, x, scale, &n, &c, &hw);
   CheckFloat(op, dy, "gradient");
+  CheckSameDevice(op, x, dy);
   SINGA_CHECK(dy.shape() == x.shape(), ShapeError, op, ": gradient of shape ", dy.shape(),
               " does not match input ", x.shape());
-  CheckChannelVec(op, mean, c, "mean");
-  CheckChannelVec(op, var, c, "var");
+  CheckChannelVec(op, x, mean, c, "mean");
+  CheckChannelVec(op, x, var, c, "var");
   CheckEps(op, eps);
   if (x.Size() == 0) {
     Tensor ds({size_t(c)}, x.device()), db({size_t(c)}, x.device());
@@ -349,11 +425,12 @@ std::vector<Tensor> BatchNormBackward(const Tensor& x, const Tensor& dy, const T
   Tensor xc = x.Contiguous(), dyc = dy.Contiguous(), sc = scale.Contiguous(),
          mc = mean.Contiguous(), vc = var.Contiguous();
   Tensor dx(x.shape(), x.device()), ds({size_t(c)}, x.device()), db({size_t(c)}, x.device());
+  const bool host = dx.device()->is_host();
   RunKernel({xc.block(), dyc.block(), sc.block(), mc.block(), vc.block()}, {dx, ds, db},
-            [=]() mutable {
-    cpu::BatchNormBackward(xc.data<float>(), dyc.data<float>(), sc.data<float>(),
-                           mc.data<float>(), vc.data<float>(), dx.mutable_data<float>(),
-                           ds.mutable_data<float>(), db.mutable_data<float>(), n, c, hw, eps);
+            [=](Context* ctx) mutable {
+    SINGA_NN_KERNEL(host, BatchNormBackward, ctx, xc.data<float>(), dyc.data<float>(),
+                    sc.data<float>(), mc.data<float>(), vc.data<float>(), dx.mutable_data<float>(),
+                    ds.mutable_data<float>(), db.mutable_data<float>(), n, c, hw, eps);
   });
   return {dx, ds, db};
 }

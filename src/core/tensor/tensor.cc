@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "dispatch.h"
 
@@ -156,26 +157,27 @@ Tensor Tensor::Clone(std::shared_ptr<Device> device) const {
 }
 
 namespace {
-// Converts x (any layout) into out (any layout, same shape, any dtype).
+// Converts x (any layout) into out (any layout, same shape and device, any
+// dtype).
 void CastInto(const Tensor& x, Tensor* out) {
   if (x.Size() == 0) return;
   Tensor src = Unaliased(x, *out);
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &src.stride()});
   Tensor o = *out;
-  out->device()->Exec(
-      [sp, src, o](Context*) mutable {
+  SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+      [sp, src, o](Context* ctx) mutable {
         auto run = [&](auto in_tag) {
           using TI = decltype(in_tag);
           const TI* xp = src.data<TI>();
           switch (o.data_type()) {
             case kFloat16:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<Half>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<Half>(), ctx);
               break;
             case kFloat32:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<float>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<float>(), ctx);
               break;
             default:
-              Math<lang::Cpp>::Cast(sp, xp, o.mutable_data<int32_t>());
+              Math<Lang>::Cast(sp, xp, o.mutable_data<int32_t>(), ctx);
           }
         };
         switch (src.data_type()) {
@@ -189,7 +191,43 @@ void CastInto(const Tensor& x, Tensor* out) {
             run(int32_t{});
         }
       },
-      {src.block()}, {o.block()});
+      {src.block()}, {o.block()}));
+}
+
+// Copies src into dst when they are on different devices: src is converted
+// and made contiguous on its own device, its bytes cross (through the host
+// between two GPUs), and dst's device lays them out.
+void CopyAcross(const Tensor& src, Tensor* dst) {
+  Device* sd = src.device().get();
+  Device* dd = dst->device().get();
+  // The source is read now, on the host: a device that records a graph has
+  // not computed it yet.
+  if (src.Size() == 0) return;
+  sd->CheckHostRead(("copy_data from " + sd->name() + " to " + dd->name()).c_str());
+  Tensor c = src.data_type() == dst->data_type() ? src.Contiguous() : src.AsType(dst->data_type());
+  Tensor t = dst->IsContiguous() ? *dst : Tensor(dst->shape(), dst->device(), dst->data_type());
+  const size_t nbytes = c.MemSize();
+  if (dd->graph_enabled()) {
+    // Recorded like any host-to-device copy: a snapshot of the source now,
+    // written by every replay.
+    std::vector<char> host(nbytes);
+    if (sd->is_host())
+      std::memcpy(host.data(), c.raw_data(), nbytes);
+    else
+      sd->CopyDataToFrom(host.data(), c.raw_data(), nbytes, kDeviceToHost);
+    t.CopyDataFromHostPtr(host.data(), nbytes);
+  } else if (sd->is_host()) {
+    // The host device runs its work at once, so c is ready; dd's copy is
+    // queued after the work already queued on dd.
+    dd->CopyDataToFrom(t.mutable_raw_data(), c.raw_data(), nbytes, kHostToDevice);
+  } else if (dd->is_host()) {
+    sd->CopyDataToFrom(t.mutable_raw_data(), c.raw_data(), nbytes, kDeviceToHost);
+  } else {
+    std::vector<char> host(nbytes);
+    sd->CopyDataToFrom(host.data(), c.raw_data(), nbytes, kDeviceToHost);
+    dd->CopyDataToFrom(t.mutable_raw_data(), host.data(), nbytes, kHostToDevice);
+  }
+  if (t.block() != dst->block()) CastInto(t, dst);
 }
 }  // namespace
 
@@ -197,11 +235,11 @@ void Tensor::CopyData(const Tensor& src) {
   SINGA_CHECK(src.Size() == Size(), ShapeError, "copy_data: source of shape ",
               src.shape(), " (", src.Size(), " elements) does not fit shape ",
               shape_, " (", Size(), " elements)");
-  SINGA_CHECK(device_->is_host() && src.device_->is_host(), DeviceError,
-              "copy_data: copies between ", src.device_->name(), " and ",
-              device_->name(), " are not supported by this build");
   Tensor s = src.shape() == shape_ ? src : src.Reshape(shape_);
-  CastInto(s, this);
+  if (src.device_ == device_)
+    CastInto(s, this);
+  else
+    CopyAcross(s, this);
 }
 
 Tensor Tensor::AsType(DataType dtype) const {
@@ -224,20 +262,20 @@ void Tensor::SetValue(float x) {
   if (Size() == 0) return;
   ElemSpace sp = MakeElemSpace(shape_, {&strides_});
   Tensor t = *this;
-  device_->Exec(
-      [sp, t, x](Context*) mutable {
+  SINGA_LANG_SWITCH(device_, Lang, device_->Exec(
+      [sp, t, x](Context* ctx) mutable {
         switch (t.data_type()) {
           case kFloat16:
-            Math<lang::Cpp>::Fill(sp, Half{FloatToHalf(x)}, t.mutable_data<Half>());
+            Math<Lang>::Fill(sp, Half{FloatToHalf(x)}, t.mutable_data<Half>(), ctx);
             break;
           case kFloat32:
-            Math<lang::Cpp>::Fill(sp, x, t.mutable_data<float>());
+            Math<Lang>::Fill(sp, x, t.mutable_data<float>(), ctx);
             break;
           default:
-            Math<lang::Cpp>::Fill(sp, op::ToElem<int32_t>(x), t.mutable_data<int32_t>());
+            Math<Lang>::Fill(sp, op::ToElem<int32_t>(x), t.mutable_data<int32_t>(), ctx);
         }
       },
-      {}, {block()});
+      {}, {block()}));
 }
 
 void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
@@ -284,14 +322,16 @@ void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
 }
 
 namespace {
+// fill(lang_tag, y, ctx) writes Size() float32 values to y.
 template <typename Fill>
 void RandomFill(Tensor* t, Fill fill) {
   if (t->Size() == 0) return;
   if (t->data_type() == kFloat32 && t->IsContiguous()) {
     Tensor o = *t;
     Block* rng = o.device()->context()->random_state.get();
-    o.device()->Exec([o, fill](Context* ctx) mutable { fill(o.mutable_data<float>(), ctx); },
-                     {rng}, {o.block(), rng});
+    SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
+        [o, fill](Context* ctx) mutable { fill(Lang(), o.mutable_data<float>(), ctx); },
+        {rng}, {o.block(), rng}));
     return;
   }
   Tensor tmp(t->shape(), t->device(), kFloat32);
@@ -305,8 +345,8 @@ void Tensor::Gaussian(float mean, float std) {
               "gaussian: need a finite mean and a positive std, got mean ",
               mean, " std ", std);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* p, Context* ctx) {
-    Math<lang::Cpp>::Gaussian(n, mean, std, p, ctx);
+  RandomFill(this, [=](auto lang, float* p, Context* ctx) {
+    Math<decltype(lang)>::Gaussian(n, mean, std, p, ctx);
   });
 }
 
@@ -315,8 +355,8 @@ void Tensor::Uniform(float low, float high) {
               ValueError, "uniform: need finite low <= high, got ", low, " and ",
               high);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* p, Context* ctx) {
-    Math<lang::Cpp>::Uniform(n, low, high, p, ctx);
+  RandomFill(this, [=](auto lang, float* p, Context* ctx) {
+    Math<decltype(lang)>::Uniform(n, low, high, p, ctx);
   });
 }
 
@@ -324,8 +364,8 @@ void Tensor::Bernoulli(float p) {
   SINGA_CHECK(p >= 0 && p <= 1, ValueError,
               "bernoulli: probability must be in [0, 1], got ", p);
   const int64_t n = static_cast<int64_t>(Size());
-  RandomFill(this, [=](float* y, Context* ctx) {
-    Math<lang::Cpp>::Bernoulli(n, p, y, ctx);
+  RandomFill(this, [=](auto lang, float* y, Context* ctx) {
+    Math<decltype(lang)>::Bernoulli(n, p, y, ctx);
   });
 }
 

@@ -1,6 +1,7 @@
 // GEMM, batched matmul, axpy, and the copying ops concat, repeat and tile.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "dispatch.h"
 
@@ -44,9 +45,19 @@ Tensor GemmOperand(const Tensor& x, GemmView* v) {
 void CheckMatmulOperands(const char* name, const Tensor& a, const Tensor& b) {
   CheckSameDevice(name, a, b);
   CheckSameDtype(name, a, b);
-  SINGA_CHECK(a.data_type() != kFloat16, DtypeError, name,
-              ": float16 tensors are stored only; cast to float32 first");
 }
+
+// Inside an Exec closure: runs the statement with T bound to the GEMM
+// element type (float16 is computed with float32 accumulation).
+#define SINGA_GEMM_TYPE_SWITCH(dtype, T, ...) \
+  do {                                        \
+    if ((dtype) == kFloat16) {                \
+      using T = Half;                         \
+      __VA_ARGS__;                            \
+    } else {                                  \
+      SINGA_TYPE_SWITCH(dtype, T, __VA_ARGS__); \
+    }                                         \
+  } while (0)
 
 }  // namespace
 
@@ -82,15 +93,14 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) 
       MulScalarInto(*c, beta, c);
     return;
   }
-  CheckComputeType(name, a.data_type());
   Tensor tc = *c;
   SINGA_LANG_SWITCH(tc.device(), Lang, tc.device()->Exec(
-      [=](Context*) mutable {
-        SINGA_TYPE_SWITCH(tc.data_type(), T,
-                          Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, alpha,
-                                           ta.data<T>(), va.ld, tb.data<T>(),
-                                           vb.ld, beta, tc.mutable_data<T>(),
-                                           vc.ld));
+      [=](Context* ctx) mutable {
+        SINGA_GEMM_TYPE_SWITCH(tc.data_type(), T,
+                               Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, alpha,
+                                                ta.data<T>(), va.ld, tb.data<T>(),
+                                                vb.ld, beta, tc.mutable_data<T>(),
+                                                vc.ld, ctx));
       },
       // c is read only when beta is not 0 (a fresh output is write-only).
       {ta.block(), tb.block(), beta != 0.f ? tc.block() : nullptr}, {tc.block()}));
@@ -158,21 +168,39 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   Strides bsa = BroadcastStrides(va_view, batch, name);
   Strides bsb = BroadcastStrides(vb_view, batch, name);
   const int64_t nbatch = static_cast<int64_t>(Product(batch));
-  CheckComputeType(name, a.data_type());
+  // Element offsets of each product's operands. When they step evenly (a
+  // contiguous or broadcast batch, the usual case) one batched call does all.
+  std::vector<int64_t> off_a(nbatch), off_b(nbatch);
+  for (int64_t i = 0; i < nbatch; ++i) {
+    int64_t oa = 0, ob = 0, r = i;
+    for (size_t d = batch.size(); d-- > 0;) {
+      int64_t idx = r % static_cast<int64_t>(batch[d]);
+      r /= static_cast<int64_t>(batch[d]);
+      oa += idx * bsa[d];
+      ob += idx * bsb[d];
+    }
+    off_a[i] = oa;
+    off_b[i] = ob;
+  }
+  const int64_t step_a = nbatch > 1 ? off_a[1] - off_a[0] : 0;
+  const int64_t step_b = nbatch > 1 ? off_b[1] - off_b[0] : 0;
+  bool even = true;
+  for (int64_t i = 0; even && i < nbatch; ++i)
+    even = off_a[i] == off_a[0] + i * step_a && off_b[i] == off_b[0] + i * step_b;
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
-      [=](Context*) mutable {
-        SINGA_TYPE_SWITCH(out.data_type(), T, {
-          for (int64_t i = 0; i < nbatch; ++i) {
-            int64_t oa = 0, ob = 0, r = i;
-            for (size_t d = batch.size(); d-- > 0;) {
-              int64_t idx = r % static_cast<int64_t>(batch[d]);
-              r /= static_cast<int64_t>(batch[d]);
-              oa += idx * bsa[d];
-              ob += idx * bsb[d];
-            }
-            Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, 1.f,
-                             ta.data<T>() + oa, va.ld, tb.data<T>() + ob, vb.ld,
-                             0.f, out.mutable_data<T>() + i * m * n, n);
+      [=](Context* ctx) mutable {
+        SINGA_GEMM_TYPE_SWITCH(out.data_type(), T, {
+          const T* pa = ta.data<T>();
+          const T* pb = tb.data<T>();
+          T* pc = out.mutable_data<T>();
+          if (even) {
+            Math<Lang>::GemmBatched(va.trans, vb.trans, m, n, k, 1.f, pa + off_a[0], va.ld,
+                                    step_a, pb + off_b[0], vb.ld, step_b, 0.f, pc, n, m * n,
+                                    nbatch, ctx);
+          } else {
+            for (int64_t i = 0; i < nbatch; ++i)
+              Math<Lang>::Gemm(va.trans, vb.trans, m, n, k, 1.f, pa + off_a[i], va.ld,
+                               pb + off_b[i], vb.ld, 0.f, pc + i * m * n, n, ctx);
           }
         });
       },
@@ -219,10 +247,10 @@ void AxpbyImpl(const char* name, float alpha, const Tensor* alpha_src, const Ten
   Tensor a = alpha_src ? *alpha_src : Tensor();
   const bool has_src = alpha_src != nullptr;
   o.device()->Exec(
-      [sp, xa, o, a, has_src, alpha, beta](Context*) mutable {
+      [sp, xa, o, a, has_src, alpha, beta](Context* ctx) mutable {
         const float k = has_src ? alpha * a.data<float>()[0] : alpha;
         Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
-                                o.mutable_data<float>(), op::AxpbyOp{k, beta});
+                                o.mutable_data<float>(), op::AxpbyOp{k, beta}, ctx);
       },
       {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
 }
@@ -327,88 +355,77 @@ Tensor Tile(const Tensor& x, const std::vector<size_t>& reps) {
 }
 
 namespace {
-// idx as checked, wrapped positions along an axis of length n.
-std::vector<int64_t> Positions(const char* op, const Tensor& idx, size_t n,
-                               const Shape& shape, size_t axis) {
+// idx (int32, contiguous, on x's device) after checking that every position
+// is in [-n, n). The positions are read on the host: on a GPU that copy
+// waits for the work queued before it.
+Tensor CheckedIndices(const char* op, const Tensor& idx, size_t n, const Shape& shape,
+                      size_t axis) {
   SINGA_CHECK(idx.data_type() == kInt, DtypeError, op, ": indices must be int32, got ",
               DataTypeName(idx.data_type()));
   idx.device()->CheckHostRead(op);
   Tensor ic = idx.Contiguous();
-  std::vector<int64_t> pos(ic.Size());
+  std::vector<int32_t> host(ic.Size());
   const int32_t* p = ic.data<int32_t>();
+  if (!ic.device()->is_host()) {
+    ic.CopyDataToHostPtr(host.data(), host.size() * sizeof(int32_t));
+    p = host.data();
+  }
   const int64_t len = static_cast<int64_t>(n);
-  for (size_t i = 0; i < pos.size(); ++i) {
+  for (size_t i = 0; i < ic.Size(); ++i)
     SINGA_CHECK(p[i] >= -len && p[i] < len, IndexError, op, ": index ", p[i],
                 " is out of range for axis ", axis, " of shape ", shape);
-    pos[i] = p[i] < 0 ? p[i] + len : p[i];
-  }
-  return pos;
+  return ic;
+}
+
+// (outer, n, inner) of shape around axis.
+void Around(const Shape& shape, size_t axis, int64_t* outer, int64_t* inner) {
+  *outer = 1;
+  *inner = 1;
+  for (size_t i = 0; i < axis; ++i) *outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i) *inner *= shape[i];
 }
 }  // namespace
 
 Tensor IndexSelect(const Tensor& x, const Tensor& idx, int axis) {
   const char* op = "IndexSelect";
   CheckSameDevice(op, x, idx);
-  SINGA_CHECK(x.device()->is_host(), NotImplementedError, op, ": no kernel for ",
-              x.device()->name());
   const size_t ax = NormAxis(axis, x.nDim(), op);
-  std::vector<int64_t> pos = Positions(op, idx, x.shape()[ax], x.shape(), ax);
+  Tensor ic = CheckedIndices(op, idx, x.shape()[ax], x.shape(), ax);
   Shape shape(x.shape().begin(), x.shape().begin() + ax);
   shape.insert(shape.end(), idx.shape().begin(), idx.shape().end());
   shape.insert(shape.end(), x.shape().begin() + ax + 1, x.shape().end());
   Tensor out(shape, x.device(), x.data_type());
   if (out.Size() == 0) return out;
   Tensor xc = x.Contiguous();
-  int64_t outer = 1, inner = 1;
-  const int64_t n = x.shape()[ax], m = static_cast<int64_t>(pos.size());
-  for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
-  for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
-  const size_t row = inner * SizeOf(x.data_type());
-  out.device()->Exec(
-      [=](Context*) mutable {
-        const char* src = static_cast<const char*>(xc.raw_data());
-        char* dst = static_cast<char*>(out.mutable_raw_data());
-#pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < m; ++i)
-            std::memcpy(dst + (o * m + i) * row, src + (o * n + pos[i]) * row, row);
+  int64_t outer, inner;
+  Around(x.shape(), ax, &outer, &inner);
+  const int64_t n = x.shape()[ax], m = static_cast<int64_t>(ic.Size());
+  // Rows are copied as they are: only the element size matters.
+  const bool half = SizeOf(x.data_type()) == 2;
+  SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
+      [=](Context* ctx) mutable {
+        if (half)
+          Math<Lang>::IndexSelect(outer, n, inner, xc.data<uint16_t>(), ic.data<int32_t>(), m,
+                                  out.mutable_data<uint16_t>(), ctx);
+        else
+          Math<Lang>::IndexSelect(outer, n, inner, xc.data<uint32_t>(), ic.data<int32_t>(), m,
+                                  out.mutable_data<uint32_t>(), ctx);
       },
-      {xc.block()}, {out.block()});
+      {xc.block(), ic.block()}, {out.block()}));
   return out;
 }
-
-namespace {
-// d viewed as (outer, n, inner) gets s (outer, pos.size(), inner) added at
-// rows pos. Positions may repeat, so each thread owns whole outer slices.
-template <typename T>
-void AddRows(T* d, const T* s, const std::vector<int64_t>& pos, int64_t outer, int64_t n,
-             int64_t inner) {
-  const int64_t m = static_cast<int64_t>(pos.size());
-#pragma omp parallel for if (outer > 1 && outer * m * inner > (1 << 15))
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < m; ++i) {
-      T* dr = d + (o * n + pos[i]) * inner;
-      const T* sr = s + (o * m + i) * inner;
-      // int32 sums wrap (ToElem) instead of overflowing.
-      for (int64_t j = 0; j < inner; ++j)
-        dr[j] = op::ToElem<T>(static_cast<typename op::EvalType<T>::type>(dr[j]) + sr[j]);
-    }
-}
-}  // namespace
 
 void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
   const char* op = "IndexAdd";
   CheckSameDevice(op, *dst, src);
   CheckSameDevice(op, *dst, idx);
   CheckSameDtype(op, *dst, src);
-  SINGA_CHECK(dst->device()->is_host(), NotImplementedError, op, ": no kernel for ",
-              dst->device()->name());
   const size_t ax = NormAxis(axis, dst->nDim(), op);
-  std::vector<int64_t> pos = Positions(op, idx, dst->shape()[ax], dst->shape(), ax);
+  Tensor ic = CheckedIndices(op, idx, dst->shape()[ax], dst->shape(), ax);
   Shape want = dst->shape();
-  want[ax] = pos.size();
+  want[ax] = ic.Size();
   SINGA_CHECK(src.Size() == Product(want), ShapeError, op, ": source of shape ", src.shape(),
-              " does not fit ", want, " (", pos.size(), " positions along axis ", ax,
+              " does not fit ", want, " (", ic.Size(), " positions along axis ", ax,
               " of ", dst->shape(), ")");
   if (src.Size() == 0) return;
   CheckComputeType(op, dst->data_type());
@@ -419,17 +436,17 @@ void IndexAdd(Tensor* dst, const Tensor& idx, const Tensor& src, int axis) {
     return;
   }
   Tensor sc = src.Contiguous();
-  int64_t outer = 1, inner = 1;
-  const int64_t n = dst->shape()[ax];
-  for (size_t i = 0; i < ax; ++i) outer *= dst->shape()[i];
-  for (size_t i = ax + 1; i < dst->nDim(); ++i) inner *= dst->shape()[i];
+  int64_t outer, inner;
+  Around(dst->shape(), ax, &outer, &inner);
+  const int64_t n = dst->shape()[ax], m = static_cast<int64_t>(ic.Size());
   Tensor d = *dst;
-  d.device()->Exec(
-      [=](Context*) mutable {
+  SINGA_LANG_SWITCH(d.device(), Lang, d.device()->Exec(
+      [=](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(d.data_type(), T,
-                          AddRows(d.mutable_data<T>(), sc.data<T>(), pos, outer, n, inner));
+                          Math<Lang>::IndexAdd(outer, n, inner, sc.data<T>(),
+                                               ic.data<int32_t>(), m, d.mutable_data<T>(), ctx));
       },
-      {sc.block(), d.block()}, {d.block()});
+      {sc.block(), ic.block(), d.block()}, {d.block()}));
 }
 
 }  // namespace singa

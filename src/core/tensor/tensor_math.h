@@ -52,6 +52,40 @@ using std::sinh;
 using std::sqrt;
 using std::tan;
 using std::tanh;
+#else
+// Device overloads that mirror std:: on the host: float calls the float
+// function, and an int32 argument is computed in double.
+#define SINGA_CUDA_MATH1(fn)                                                \
+  SINGA_HD inline float fn(float x) { return ::fn##f(x); }                 \
+  SINGA_HD inline double fn(double x) { return ::fn(x); }                  \
+  SINGA_HD inline double fn(int32_t x) { return ::fn(static_cast<double>(x)); }
+SINGA_CUDA_MATH1(acos)
+SINGA_CUDA_MATH1(acosh)
+SINGA_CUDA_MATH1(asin)
+SINGA_CUDA_MATH1(asinh)
+SINGA_CUDA_MATH1(atan)
+SINGA_CUDA_MATH1(atanh)
+SINGA_CUDA_MATH1(ceil)
+SINGA_CUDA_MATH1(cos)
+SINGA_CUDA_MATH1(cosh)
+SINGA_CUDA_MATH1(erf)
+SINGA_CUDA_MATH1(exp)
+SINGA_CUDA_MATH1(floor)
+SINGA_CUDA_MATH1(log)
+SINGA_CUDA_MATH1(log1p)
+SINGA_CUDA_MATH1(nearbyint)
+SINGA_CUDA_MATH1(round)
+SINGA_CUDA_MATH1(sin)
+SINGA_CUDA_MATH1(sinh)
+SINGA_CUDA_MATH1(sqrt)
+SINGA_CUDA_MATH1(tan)
+SINGA_CUDA_MATH1(tanh)
+#undef SINGA_CUDA_MATH1
+SINGA_HD inline float pow(float a, float b) { return ::powf(a, b); }
+SINGA_HD inline double pow(double a, double b) { return ::pow(a, b); }
+SINGA_HD inline double pow(int32_t a, int32_t b) {
+  return ::pow(static_cast<double>(a), static_cast<double>(b));
+}
 #endif
 
 template <typename T>
@@ -164,37 +198,55 @@ ElemSpace MakeElemSpace(const Shape& out_shape,
 
 enum class ReduceKind { kSum, kMax, kMin };
 
+// One backend per language tag. Pointers are the device's memory; every
+// member gets the device's Context (the CUDA backend queues its work on the
+// context's stream and returns without waiting). Inputs were checked before
+// (doc/design.md: closures throw nothing a user can cause).
 template <typename Lang>
 struct Math {
   template <typename Op, typename T>
-  static void Unary(const ElemSpace& sp, const T* x, T* y, Op op);
+  static void Unary(const ElemSpace& sp, const T* x, T* y, Op op, Context* ctx);
   template <typename Op, typename T>
-  static void Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op);
+  static void Binary(const ElemSpace& sp, const T* a, const T* b, T* y, Op op,
+                     Context* ctx);
+  // y = op(a, s), or op(s, a) when scalar_first. The operands in sp are
+  // y, a, s (s, a when scalar_first), s with stride 0.
+  template <typename Op, typename T>
+  static void BinaryScalar(const ElemSpace& sp, const T* a, T s, bool scalar_first,
+                           T* y, Op op, Context* ctx);
   // y = cond != 0 ? a : b; operands in sp are y, cond, a, b.
   template <typename T>
   static void Where(const ElemSpace& sp, const T* cond, const T* a, const T* b,
-                    T* y);
+                    T* y, Context* ctx);
   template <typename TI, typename TO>
-  static void Cast(const ElemSpace& sp, const TI* x, TO* y);
+  static void Cast(const ElemSpace& sp, const TI* x, TO* y, Context* ctx);
   template <typename T>
-  static void Fill(const ElemSpace& sp, T value, T* y);
+  static void Fill(const ElemSpace& sp, T value, T* y, Context* ctx);
 
   // x is contiguous (outer, n, inner); y is (outer, inner).
   template <typename T>
   static void Reduce(ReduceKind kind, int64_t outer, int64_t n, int64_t inner,
-                     const T* x, T* y);
+                     const T* x, T* y, Context* ctx);
   template <typename T>
   static void ArgReduce(bool is_max, int64_t outer, int64_t n, int64_t inner,
-                        const T* x, int32_t* y);
+                        const T* x, int32_t* y, Context* ctx);
   template <typename T>
   static void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                      const T* x, T* y);
+                      const T* x, T* y, Context* ctx);
 
-  // Row-major C = alpha * op(A) op(B) + beta * C.
+  // Row-major C = alpha * op(A) op(B) + beta * C. T is float, int32_t or
+  // Half (float32 accumulation).
   template <typename T>
   static void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const T* a, int64_t lda, const T* b,
-                   int64_t ldb, float beta, T* c, int64_t ldc);
+                   int64_t ldb, float beta, T* c, int64_t ldc, Context* ctx);
+  // batch GEMMs with operand i at a + i * stride_a (and so on).
+  template <typename T>
+  static void GemmBatched(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                          int64_t k, float alpha, const T* a, int64_t lda,
+                          int64_t stride_a, const T* b, int64_t ldb,
+                          int64_t stride_b, float beta, T* c, int64_t ldc,
+                          int64_t stride_c, int64_t batch, Context* ctx);
 
   template <typename T>
   static void Gaussian(int64_t n, float mean, float std, T* y, Context* ctx);
@@ -202,6 +254,18 @@ struct Math {
   static void Uniform(int64_t n, float low, float high, T* y, Context* ctx);
   template <typename T>
   static void Bernoulli(int64_t n, float p, T* y, Context* ctx);
+
+  // y (outer, m, inner) gets the rows idx[0..m) of x (outer, n, inner);
+  // negative positions count from the end, all are in range. T only sets
+  // the element size (uint16_t or uint32_t): rows are copied as they are.
+  template <typename T>
+  static void IndexSelect(int64_t outer, int64_t n, int64_t inner, const T* x,
+                          const int32_t* idx, int64_t m, T* y, Context* ctx);
+  // dst (outer, n, inner) rows idx[i] += src (outer, m, inner) rows i;
+  // repeated positions add up.
+  template <typename T>
+  static void IndexAdd(int64_t outer, int64_t n, int64_t inner, const T* src,
+                       const int32_t* idx, int64_t m, T* dst, Context* ctx);
 };
 
 }  // namespace singa

@@ -5,8 +5,10 @@
 #define SINGA_SRC_CORE_TENSOR_TENSOR_MATH_CPP_H_
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 // Streaming stores use AVX-512 intrinsics where the compiler targets it;
 // every other target takes the portable loop in WriteRun.
@@ -113,7 +115,7 @@ inline void WriteRun(T* y, int64_t n, F&& f) {
 
 template <>
 template <typename Op, typename T>
-void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
+void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op, Context*) {
   const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
   cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
     T* yo = y + off[0];
@@ -129,7 +131,7 @@ void Math<lang::Cpp>::Unary(const ElemSpace& sp, const T* x, T* y, Op op) {
 template <>
 template <typename Op, typename T>
 void Math<lang::Cpp>::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
-                             Op op) {
+                             Op op, Context*) {
   const int last = sp.ndim - 1;
   const int64_t sy = sp.stride[0][last], sa = sp.stride[1][last],
                 sb = sp.stride[2][last];
@@ -153,9 +155,19 @@ void Math<lang::Cpp>::Binary(const ElemSpace& sp, const T* a, const T* b, T* y,
 }
 
 template <>
+template <typename Op, typename T>
+void Math<lang::Cpp>::BinaryScalar(const ElemSpace& sp, const T* a, T s,
+                                   bool scalar_first, T* y, Op op, Context* ctx) {
+  if (scalar_first)
+    Binary(sp, &s, a, y, op, ctx);
+  else
+    Binary(sp, a, &s, y, op, ctx);
+}
+
+template <>
 template <typename T>
 void Math<lang::Cpp>::Where(const ElemSpace& sp, const T* cond, const T* a,
-                            const T* b, T* y) {
+                            const T* b, T* y, Context*) {
   const int last = sp.ndim - 1;
   const int64_t sy = sp.stride[0][last], sc = sp.stride[1][last],
                 sa = sp.stride[2][last], sb = sp.stride[3][last];
@@ -240,7 +252,7 @@ bool TiledTranspose(const ElemSpace& sp, const TI* x, TO* y) {
 
 template <>
 template <typename TI, typename TO>
-void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y) {
+void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y, Context*) {
   if (sp.size >= 4096 && cpu::TiledTranspose(sp, x, y)) return;
   const int64_t sy = sp.stride[0][sp.ndim - 1], sx = sp.stride[1][sp.ndim - 1];
   cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
@@ -256,7 +268,7 @@ void Math<lang::Cpp>::Cast(const ElemSpace& sp, const TI* x, TO* y) {
 
 template <>
 template <typename T>
-void Math<lang::Cpp>::Fill(const ElemSpace& sp, T value, T* y) {
+void Math<lang::Cpp>::Fill(const ElemSpace& sp, T value, T* y, Context*) {
   const int64_t sy = sp.stride[0][sp.ndim - 1];
   cpu::ForRuns(sp, [&](const int64_t* off, int64_t n) {
     T* yo = y + off[0];
@@ -280,15 +292,28 @@ struct SumR {
       return a + b;
   }
 };
+// The identities are -inf / +inf for floats, so that the maximum of
+// values that are all -inf is -inf (as in NumPy and on the GPU).
+template <typename T>
+constexpr T Lowest() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+template <typename T>
+constexpr T Highest() {
+  return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::max();
+}
+
 template <typename T>
 struct MaxR {
-  static T Init() { return std::numeric_limits<T>::lowest(); }
+  static T Init() { return Lowest<T>(); }
   // NaN wins, as in NumPy.
   static T Combine(T a, T b) { return (b > a || b != b) ? b : a; }
 };
 template <typename T>
 struct MinR {
-  static T Init() { return std::numeric_limits<T>::max(); }
+  static T Init() { return Highest<T>(); }
   static T Combine(T a, T b) { return (b < a || b != b) ? b : a; }
 };
 
@@ -381,7 +406,7 @@ void ReduceImpl(int64_t outer, int64_t n, int64_t inner, const T* x, T* y) {
 template <>
 template <typename T>
 void Math<lang::Cpp>::Reduce(ReduceKind kind, int64_t outer, int64_t n,
-                             int64_t inner, const T* x, T* y) {
+                             int64_t inner, const T* x, T* y, Context*) {
   if (n == 0) {
     // Only a sum has an identity for an empty axis; callers reject max/min.
     std::fill(y, y + outer * inner, T(0));
@@ -403,7 +428,7 @@ void Math<lang::Cpp>::Reduce(ReduceKind kind, int64_t outer, int64_t n,
 template <>
 template <typename T>
 void Math<lang::Cpp>::ArgReduce(bool is_max, int64_t outer, int64_t n,
-                                int64_t inner, const T* x, int32_t* y) {
+                                int64_t inner, const T* x, int32_t* y, Context*) {
   const int nth = cpu::Threads(outer * n * inner);
 #pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
   for (int64_t o = 0; o < outer; ++o) {
@@ -427,7 +452,7 @@ void Math<lang::Cpp>::ArgReduce(bool is_max, int64_t outer, int64_t n,
 template <>
 template <typename T>
 void Math<lang::Cpp>::Softmax(bool log, int64_t outer, int64_t n,
-                              int64_t inner, const T* x, T* y) {
+                              int64_t inner, const T* x, T* y, Context*) {
   const int nth = cpu::Threads(outer * n * inner);
 #pragma omp parallel for collapse(2) num_threads(nth) if (nth > 1)
   for (int64_t o = 0; o < outer; ++o) {
@@ -459,8 +484,26 @@ template <typename T>
 void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
                            int64_t k, float alpha, const T* a, int64_t lda,
                            const T* b, int64_t ldb, float beta, T* c,
-                           int64_t ldc) {
-  if constexpr (std::is_same<T, float>::value) {
+                           int64_t ldc, Context*) {
+  if constexpr (std::is_same<T, Half>::value) {
+    // float16 is computed in float32: the operands are converted, and the
+    // result is rounded once.
+    const int64_t ar = trans_a ? k : m, ac = trans_a ? m : k;
+    const int64_t br = trans_b ? n : k, bc = trans_b ? k : n;
+    std::vector<float> fa(ar * ac), fb(br * bc), fc(m * n, 0.f);
+    for (int64_t i = 0; i < ar; ++i)
+      for (int64_t j = 0; j < ac; ++j) fa[i * ac + j] = HalfToFloat(a[i * lda + j].bits);
+    for (int64_t i = 0; i < br; ++i)
+      for (int64_t j = 0; j < bc; ++j) fb[i * bc + j] = HalfToFloat(b[i * ldb + j].bits);
+    if (beta != 0.f)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) fc[i * n + j] = HalfToFloat(c[i * ldc + j].bits);
+    Gemm<float>(trans_a, trans_b, m, n, k, alpha, fa.data(), std::max<int64_t>(ac, 1),
+                fb.data(), std::max<int64_t>(bc, 1), beta, fc.data(), std::max<int64_t>(n, 1),
+                nullptr);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = Half{FloatToHalf(fc[i * n + j])};
+  } else if constexpr (std::is_same<T, float>::value) {
     UseOpenMPForBlas();
     SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
@@ -488,6 +531,18 @@ void Math<lang::Cpp>::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
 
 template <>
 template <typename T>
+void Math<lang::Cpp>::GemmBatched(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                  int64_t k, float alpha, const T* a, int64_t lda,
+                                  int64_t stride_a, const T* b, int64_t ldb,
+                                  int64_t stride_b, float beta, T* c, int64_t ldc,
+                                  int64_t stride_c, int64_t batch, Context* ctx) {
+  for (int64_t i = 0; i < batch; ++i)
+    Gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+         c + i * stride_c, ldc, ctx);
+}
+
+template <>
+template <typename T>
 void Math<lang::Cpp>::Gaussian(int64_t n, float mean, float std, T* y,
                                Context* ctx) {
   std::normal_distribution<float> dist(mean, std);
@@ -510,6 +565,36 @@ void Math<lang::Cpp>::Bernoulli(int64_t n, float p, T* y, Context* ctx) {
   std::bernoulli_distribution dist(p);
   for (int64_t i = 0; i < n; ++i)
     y[i] = static_cast<T>(dist(ctx->random_generator) ? 1 : 0);
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::IndexSelect(int64_t outer, int64_t n, int64_t inner, const T* x,
+                                  const int32_t* idx, int64_t m, T* y, Context*) {
+  const size_t row = static_cast<size_t>(inner) * sizeof(T);
+#pragma omp parallel for collapse(2) if (outer * m * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = idx[i] < 0 ? idx[i] + n : idx[i];
+      std::memcpy(y + (o * m + i) * inner, x + (o * n + p) * inner, row);
+    }
+}
+
+template <>
+template <typename T>
+void Math<lang::Cpp>::IndexAdd(int64_t outer, int64_t n, int64_t inner, const T* src,
+                               const int32_t* idx, int64_t m, T* dst, Context*) {
+  // Positions may repeat, so each thread owns whole outer slices.
+#pragma omp parallel for if (outer > 1 && outer * m * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = idx[i] < 0 ? idx[i] + n : idx[i];
+      T* dr = dst + (o * n + p) * inner;
+      const T* sr = src + (o * m + i) * inner;
+      // int32 sums wrap (ToElem) instead of overflowing.
+      for (int64_t j = 0; j < inner; ++j)
+        dr[j] = op::ToElem<T>(static_cast<typename op::EvalType<T>::type>(dr[j]) + sr[j]);
+    }
 }
 
 }  // namespace singa

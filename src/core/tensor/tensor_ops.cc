@@ -58,9 +58,9 @@ void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
   ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), xs});
   Tensor& o = *out;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
-      [sp, src, o, op](Context*) mutable {
+      [sp, src, o, op](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(o.data_type(), T,
-                          Math<Lang>::Unary(sp, src.data<T>(), o.mutable_data<T>(), op));
+                          Math<Lang>::Unary(sp, src.data<T>(), o.mutable_data<T>(), op, ctx));
       },
       {src.block()}, {o.block()}));
 }
@@ -112,18 +112,14 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   const bool has_scalar = b_scalar != nullptr;
   const float scalar = has_scalar ? *b_scalar : 0.f;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
-      [sp, ta, tb, o, has_scalar, scalar, scalar_first](Context*) mutable {
+      [sp, ta, tb, o, has_scalar, scalar, scalar_first](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(o.data_type(), T, {
           T* y = o.mutable_data<T>();
-          if (has_scalar) {
-            const T s = op::ToElem<T>(scalar);
-            if (scalar_first)
-              Math<Lang>::Binary(sp, &s, ta.data<T>(), y, Op());
-            else
-              Math<Lang>::Binary(sp, ta.data<T>(), &s, y, Op());
-          } else {
-            Math<Lang>::Binary(sp, ta.data<T>(), tb.data<T>(), y, Op());
-          }
+          if (has_scalar)
+            Math<Lang>::BinaryScalar(sp, ta.data<T>(), op::ToElem<T>(scalar), scalar_first,
+                                     y, Op(), ctx);
+          else
+            Math<Lang>::Binary(sp, ta.data<T>(), tb.data<T>(), y, Op(), ctx);
         });
       },
       {ta.block(), b ? tb.block() : nullptr}, {o.block()}));
@@ -212,10 +208,10 @@ Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   CheckComputeType(name, a.data_type());
   ElemSpace sp = MakeElemSpace(s, {&out.stride(), &sc, &sa, &sb});
   SINGA_LANG_SWITCH(out.device(), Lang, out.device()->Exec(
-      [sp, c, a, b, out](Context*) mutable {
+      [sp, c, a, b, out](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(out.data_type(), T,
                           Math<Lang>::Where(sp, c.data<T>(), a.data<T>(),
-                                            b.data<T>(), out.mutable_data<T>()));
+                                            b.data<T>(), out.mutable_data<T>(), ctx));
       },
       {c.block(), a.block(), b.block()}, {out.block()}));
   return out;
@@ -271,10 +267,10 @@ Tensor ReduceImpl(ReduceKind kind, const char* name, const Tensor& x,
     for (size_t i = begin; i <= end; ++i) shape[i] = 1;
     Tensor next(shape, cur.device(), cur.data_type());
     SINGA_LANG_SWITCH(cur.device(), Lang, cur.device()->Exec(
-        [kind, outer, n, inner, cur, next](Context*) mutable {
+        [kind, outer, n, inner, cur, next](Context* ctx) mutable {
           SINGA_TYPE_SWITCH(cur.data_type(), T,
                             Math<Lang>::Reduce(kind, outer, n, inner, cur.data<T>(),
-                                               next.mutable_data<T>()));
+                                               next.mutable_data<T>(), ctx));
         },
         {cur.block()}, {next.block()}));
     cur = next;
@@ -334,10 +330,10 @@ Tensor ArgReduce(bool is_max, const char* name, const Tensor& x, int axis,
   Tensor out(shape, x.device(), kInt);
   if (out.Size() == 0) return out;
   SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
-      [is_max, outer, n, inner, c, out](Context*) mutable {
+      [is_max, outer, n, inner, c, out](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(c.data_type(), T,
                           Math<Lang>::ArgReduce(is_max, outer, n, inner, c.data<T>(),
-                                                out.mutable_data<int32_t>()));
+                                                out.mutable_data<int32_t>(), ctx));
       },
       {c.block()}, {out.block()}));
   return out;
@@ -377,8 +373,9 @@ Tensor SoftmaxImpl(bool log, const Tensor& x, int axis) {
   for (size_t i = 0; i < ax; ++i) outer *= x.shape()[i];
   for (size_t i = ax + 1; i < x.nDim(); ++i) inner *= x.shape()[i];
   SINGA_LANG_SWITCH(c.device(), Lang, c.device()->Exec(
-      [log, outer, n, inner, c, out](Context*) mutable {
-        Math<Lang>::Softmax(log, outer, n, inner, c.data<float>(), out.mutable_data<float>());
+      [log, outer, n, inner, c, out](Context* ctx) mutable {
+        Math<Lang>::Softmax(log, outer, n, inner, c.data<float>(), out.mutable_data<float>(),
+                            ctx);
       },
       {c.block()}, {out.block()}));
   return out;
