@@ -32,7 +32,7 @@ def on(arr, dev, layout):
     if layout == "sliced" and arr.ndim >= 1:
         wide = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1] + 1,), arr.dtype)
         wide[..., 1::2] = arr
-        return tensor.from_numpy(wide, dev)[..., 1::2]
+        return tensor.from_numpy(wide, dev).view[..., 1::2]
     if layout == "broadcast" and arr.ndim >= 1:
         # The first row broadcast along axis 0: the values are arr[:1] repeated.
         return tensor.from_numpy(arr[:1], dev).broadcast_to(arr.shape)
@@ -135,7 +135,7 @@ def test_reductions(name, layout, other):
     x = uniform(-3, 3, (5, 6, 7))
     for axis in (None, 0, 1, 2, (0, 2), (1, 2)):
         for keep in (False, True):
-            close(*both(lambda t: getattr(tensor, name)(t, axis, keep), [x], other, layout)[::-1])
+            close(*both(lambda t: getattr(tensor, name)(t, axis, keepdims=keep), [x], other, layout)[::-1])
 
 
 def test_long_reductions(other):
@@ -296,13 +296,13 @@ def test_random_fills_follow_the_seed(other):
     assert abs(g.mean() - 1.0) < 0.25 and abs(g.std() - 2.0) < 0.25
     assert u.min() >= -1.0 and u.max() < 3.0 and abs(u.mean() - 1.0) < 0.2
     assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.25) < 0.06
-    t = tensor.Tensor((4, 6), other)[:, ::2]  # a strided view is filled through a copy
+    t = tensor.Tensor((4, 6), other).view[:, ::2]  # a strided view is filled through a copy
     t.gaussian(0.0, 1.0)
     assert np.isfinite(tensor.to_numpy(t)).all()
     for n in (7, 8):  # contiguous views that start one float in, odd and even lengths
         base = tensor.Tensor((n + 1,), other)
         base.set_value(-5.0)
-        v = base[1:]
+        v = base.view[1:]
         v.gaussian(0.0, 1.0)
         v.uniform(2.0, 3.0)
         got = tensor.to_numpy(base)
