@@ -179,6 +179,10 @@ class StepGraph:
             dev.ResetGraph()
             raise
         dev.EnableGraph(False)
+        # Backward keeps what it walked until the next recording op call;
+        # the graph plans its memory when it first runs, and a block still
+        # held from Python would be kept for good instead of reused.
+        autograd._release_walked()
         self.recordings[key] = _Recording(dev, dev.CurrentGraph(),
                                           list(_tensors(own_args, own_kwargs)), out)
         self.last_key = key

@@ -206,6 +206,30 @@ def test_host_copy_in_a_graph_uses_the_bytes_of_the_call(dev):
     np.testing.assert_allclose(u.numpy(), 2 * np.arange(6))
 
 
+def test_copies_between_devices_while_one_records(dev):
+    other = device.create_separate_cpu_device()
+    src = _t(np.arange(6.0), other)
+    # into the recording device: a snapshot of the source, written by each run
+    dst = tensor.Tensor((6,), dev)
+    dev.EnableGraph(True)
+    dst.copy_data(src)
+    u = dst * 2.0
+    dev.EnableGraph(False)
+    assert dev.graph_size() == 2  # the copy and the product
+    src.copy_from_numpy(np.full(6, -1.0, np.float32))
+    dst.copy_from_numpy(np.zeros(6, np.float32))
+    dev.RunGraph()
+    np.testing.assert_allclose(dst.numpy(), np.arange(6.0))
+    np.testing.assert_allclose(u.numpy(), 2 * np.arange(6.0))
+    # out of the recording device: its values are not there yet
+    dev.ResetGraph()
+    dev.EnableGraph(True)
+    with pytest.raises(device.GraphError, match=r"copy_data from cpu:\d+ to cpu:\d+: cannot "
+                                                r"read tensor values on the host"):
+        tensor.Tensor((6,), other).copy_data(dst + 1.0)
+    dev.EnableGraph(False)
+
+
 def test_random_ops_draw_new_numbers_each_replay_in_eager_order(dev):
     def draws():
         a = tensor.Tensor((50,), dev).gaussian(0.0, 1.0)
