@@ -54,11 +54,13 @@ using std::tan;
 using std::tanh;
 #else
 // Device overloads that mirror std:: on the host: float calls the float
-// function, and an int32 argument is computed in double.
+// function, and an integer argument (int32, or int64 where an int32
+// formula is evaluated, EvalType) is computed in double.
 #define SINGA_CUDA_MATH1(fn)                                                \
   SINGA_HD inline float fn(float x) { return ::fn##f(x); }                 \
   SINGA_HD inline double fn(double x) { return ::fn(x); }                  \
-  SINGA_HD inline double fn(int32_t x) { return ::fn(static_cast<double>(x)); }
+  SINGA_HD inline double fn(int32_t x) { return ::fn(static_cast<double>(x)); } \
+  SINGA_HD inline double fn(int64_t x) { return ::fn(static_cast<double>(x)); }
 SINGA_CUDA_MATH1(acos)
 SINGA_CUDA_MATH1(acosh)
 SINGA_CUDA_MATH1(asin)
@@ -84,6 +86,9 @@ SINGA_CUDA_MATH1(tanh)
 SINGA_HD inline float pow(float a, float b) { return ::powf(a, b); }
 SINGA_HD inline double pow(double a, double b) { return ::pow(a, b); }
 SINGA_HD inline double pow(int32_t a, int32_t b) {
+  return ::pow(static_cast<double>(a), static_cast<double>(b));
+}
+SINGA_HD inline double pow(int64_t a, int64_t b) {
   return ::pow(static_cast<double>(a), static_cast<double>(b));
 }
 #endif
