@@ -121,13 +121,14 @@ def _wrap(ct):
     return t
 
 
-def from_raw_tensor(ct):
-    """Wraps a SWIG CTensor in a Tensor (shares storage)."""
-    return _wrap(ct)
+def from_raw_tensor(t):
+    """Wraps the SWIG CTensor t in a Tensor (shares storage)."""
+    return _wrap(t)
 
 
-def from_raw_tensors(cts):
-    return [_wrap(c) for c in cts]
+def from_raw_tensors(tt):
+    """Wraps each SWIG CTensor of the sequence tt in a Tensor."""
+    return [_wrap(c) for c in tt]
 
 
 class Tensor:
@@ -432,10 +433,10 @@ class Tensor:
     __str__ = __repr__
 
     # ---- indexing (singa._tensor_index) ----
-    def __getitem__(self, key):
+    def __getitem__(self, keys):
         """SINGA's indexing: a copy in which an integer index keeps its axis
-        with size 1; ``t.view[key]`` is the NumPy-style view."""
-        return _wrap(_index_view(self.data, key, True).Clone())
+        with size 1; ``t.view[keys]`` is the NumPy-style view."""
+        return _wrap(_index_view(self.data, keys, True).Clone())
 
     def __setitem__(self, key, value):
         _assign(self.data, key, value, _scalar, _as_ctensor)
@@ -681,16 +682,16 @@ def sizeof(dtype):
     return _cw.SizeOf(_dtype(dtype, "sizeof"))
 
 
-def reshape(t, shape):
-    return t.reshape(shape)
+def reshape(tensor, shape):
+    return tensor.reshape(shape)
 
 
 def transpose(t, axes=None):
     return t.transpose(axes)
 
 
-def contiguous(t):
-    return t.contiguous()
+def contiguous(tensor):
+    return tensor.contiguous()
 
 
 def broadcast_to(t, shape):

@@ -93,10 +93,10 @@ def _check_gpu_id(device_id, where):
         raise ValueError(f"{where}: GPU id must be >= 0, got {device_id}")
 
 
-def get_gpu_mem_size(device_id):
-    """(free, total) bytes of GPU device_id's memory."""
-    _check_gpu_id(device_id, "get_gpu_mem_size")
-    free, total = _cw.GetGPUMemSize(device_id)
+def get_gpu_mem_size(id):
+    """(free, total) bytes of the memory of the GPU with this id."""
+    _check_gpu_id(id, "get_gpu_mem_size")
+    free, total = _cw.GetGPUMemSize(id)
     return int(free), int(total)
 
 
@@ -130,10 +130,10 @@ def create_cuda_gpus_on(device_ids):
     return [create_cuda_gpu_on(i) for i in ids]
 
 
-def device_query(device_id, verbose=False):
+def device_query(id, verbose=False):
     """A text describing the CUDA GPU with this id (printed when verbose)."""
-    _check_gpu_id(device_id, "device_query")
-    text = _cw.DeviceQuery(device_id)
+    _check_gpu_id(id, "device_query")
+    text = _cw.DeviceQuery(id)
     if verbose:
         print(text)
     return text

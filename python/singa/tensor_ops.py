@@ -84,17 +84,33 @@ def _export_row(row, fn):
         __all__.append(name)
 
 
+def _t_x(fn):
+    """fn under the parameter names SINGA gives tensor.lt and tensor.pow:
+    (t, x), then out (or singa's ret)."""
+    def named(t, x, out=None, ret=None):
+        return fn(t, x, ret=ret, out=out)
+    named.__name__ = named.__qualname__ = fn.__name__
+    named.__doc__ = fn.__doc__
+    return named
+
+
+# SINGA's lt, le, gt, ge, eq and pow name their operands (t, x); its add,
+# sub, eltwise_mult and div (lhs, rhs), as the rows' functions do.
+_T_X_ROWS = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "Pow")
+
 # One function per row of the op table (singa.opdefs), named as the row says.
 for _row in opdefs.UNARY:
     _export_row(_row, _make_unary(_row.fn, getattr(_cw, _row.op), _row.doc))
 for _row in opdefs.BINARY:
     _c = _row.op
-    _export_row(_row, _make_binary(_row.fn, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
-                                   getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into"),
-                                   getattr(_cw, _c + "ScalarInto"), _row.doc))
-del _row, _c
+    _fn = _make_binary(_row.fn, getattr(_cw, _c), getattr(_cw, _c + "Scalar"),
+                       getattr(_cw, "Scalar" + _c), getattr(_cw, _c + "Into"),
+                       getattr(_cw, _c + "ScalarInto"), _row.doc)
+    _export_row(_row, _t_x(_fn) if _c in _T_X_ROWS else _fn)
+del _row, _c, _fn
 eltwise_mult = mul  # noqa: F821  (SINGA's name)
 __all__.append("eltwise_mult")
+
 
 
 @_export

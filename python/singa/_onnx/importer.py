@@ -438,6 +438,80 @@ class SingaRep(BackendRep):
             raise GraphError(f"{describe(node)}: value {name!r} is not available")
         return dtypes.to_numpy(tensor_dict[name])
 
+    def handle_special_ops(self, node, op, tensor_dict):
+        """SINGA's hook that completes a node's operation just before it
+        runs, from values known only then.
+
+        The inputs of node that steer the operation rather than feed it
+        (singa_api.ATTRIBUTE_INPUTS: a Reshape's shape, a Slice's starts,
+        ends, axes and steps, a Clip's bounds, ...) are read with get_s,
+        fixed in op and set on it under those names (``op.shape``); op then
+        takes the other inputs only. For Conv and Gemm, the weights' shapes
+        give SINGA's layer attributes ``nb_kernels`` (output channels or
+        columns) and, for Gemm, ``bias_shape``. On an OnnxNode,
+        ``attr_inputs`` and ``weight_inputs`` record which input went
+        where. (run does not call it: singa's handlers read these inputs
+        themselves.)
+
+        Args:
+            node: a node of this rep's graph (a NodeProto or an OnnxNode).
+            op: the node's SingaOp (get_op(node)), or None to make one.
+            tensor_dict: value name -> Tensor, the values computed so far
+                (graph inputs and earlier nodes' outputs).
+        Returns:
+            (op, inputs): ``op(*inputs)`` computes the node's outputs.
+        """
+        from singa._onnx.singa_api import (ATTRIBUTE_INPUTS, WEIGHT_INPUTS, OnnxNode,
+                                           SingaOp)
+        proto = node.node if isinstance(node, OnnxNode) else node
+        if not isinstance(proto, onnx.NodeProto):
+            raise TypeError(f"handle_special_ops: expected an onnx NodeProto or OnnxNode, "
+                            f"got {type(node).__name__}")
+        if not any(step.node is proto or step.node == proto for step in self._steps):
+            raise GraphError(f"handle_special_ops: {describe(proto)} is not a node of this "
+                             "model's graph")
+        if op is None:
+            op = SingaOp(proto, self.opset)
+        elif not isinstance(op, SingaOp) or op.node != proto:
+            raise TypeError(f"handle_special_ops: op must be the SingaOp of {describe(proto)} "
+                            f"(get_op(node)), got {type(op).__name__}")
+        names = list(proto.input)
+        for i, key in ATTRIBUTE_INPUTS.get(proto.op_type, {}).items():
+            if i < len(names) and names[i]:
+                value = np.asarray(self.get_s(names[i], proto, tensor_dict))
+                op.fix_input(i, value)
+                setattr(op, key, value.tolist())
+                if isinstance(node, OnnxNode):
+                    node.set_attr_inputs(names[i], key)
+        for i, key in WEIGHT_INPUTS.get(proto.op_type, {}).items():
+            if i < len(names) and names[i] in self.params and isinstance(node, OnnxNode):
+                node.set_weight_inputs(names[i], key)
+        if proto.op_type == "Conv":
+            op.nb_kernels = int(self._shape_of(names[1], proto, tensor_dict)[0])
+        elif proto.op_type == "Gemm":
+            w = self._shape_of(names[1], proto, tensor_dict)
+            op.nb_kernels = int(w[0] if op.attrs.get("transB", 0) else w[-1])
+            has_c = len(names) > 2 and names[2]
+            op.bias_shape = list(self._shape_of(names[2], proto, tensor_dict)) if has_c \
+                else None
+        inputs = []
+        for i, name in enumerate(names):
+            if name and i not in op.fixed:
+                if name in tensor_dict:
+                    inputs.append(tensor_dict[name])
+                elif name in self._const_tensors:
+                    inputs.append(self._const_tensors[name])
+                else:
+                    raise GraphError(f"{describe(proto)}: value {name!r} is not available")
+        return op, inputs
+
+    def _shape_of(self, name, node, tensor_dict):
+        if name in self._const_tensors:
+            return tuple(self._const_tensors[name].shape)
+        if name not in tensor_dict:
+            raise GraphError(f"{describe(node)}: value {name!r} is not available")
+        return tuple(tensor_dict[name].shape)
+
     def output_types(self):
         """The ONNX element type each graph output is declared with."""
         return [self._types.get(n) for n in self.output_names]

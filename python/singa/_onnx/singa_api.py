@@ -88,11 +88,41 @@ class OnnxNode:
         self.weight_inputs.pop(key, None)
 
 
+# The inputs of these ONNX operators that steer the operation rather than
+# feed it (a target shape, axes, pads, ...): SINGA's "attribute inputs",
+# which its operators take as constructor arguments. Input index -> the
+# name SingaRep.handle_special_ops gives the value on the op.
+_REDUCE_AXES = {1: "axes"}
+ATTRIBUTE_INPUTS = {
+    "Reshape": {1: "shape"}, "Expand": {1: "shape"}, "Tile": {1: "repeats"},
+    "Squeeze": {1: "axes"}, "Unsqueeze": {1: "axes"}, "Split": {1: "split"},
+    "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+    "Pad": {1: "pads", 2: "constant_value", 3: "axes"}, "Clip": {1: "min", 2: "max"},
+    "ConstantOfShape": {0: "shape"}, "Range": {0: "start", 1: "limit", 2: "delta"},
+    "Trilu": {1: "k"}, "OneHot": {1: "depth", 2: "values"}, "CumSum": {1: "axis"},
+    "Dropout": {1: "ratio", 2: "training_mode"}, "Gather": {1: "indices"},
+    "Compress": {1: "condition"},
+    **{f"Reduce{k}": _REDUCE_AXES for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2",
+                                             "SumSquare", "LogSum", "LogSumExp")},
+}
+
+# The parameter inputs of the operators SINGA makes layers for, by SINGA's
+# key in OnnxNode.weight_inputs.
+WEIGHT_INPUTS = {
+    "Conv": {1: "W", 2: "b"}, "Gemm": {1: "B", 2: "C"},
+    "BatchNormalization": {1: "scale", 2: "bias", 3: "mean", 4: "var"},
+}
+
+
 class SingaOp:
     """One ONNX node as a callable on singa Tensors (what get_op returns):
     ``op(*inputs)`` takes a Tensor per non-empty node input, in order, and
     returns a tuple of Tensors, one per output. It computes through
-    autograd, so the result can be differentiated."""
+    autograd, so the result can be differentiated.
+
+    ``fix_input(i, value)`` fixes input i to a NumPy value (as
+    SingaRep.handle_special_ops does for a Reshape's shape): the op then
+    takes the other inputs only."""
 
     def __init__(self, node, opset_version=_OPSET):
         node = node.node if isinstance(node, OnnxNode) else node
@@ -108,22 +138,39 @@ class SingaOp:
         if extra:
             raise UnsupportedError(f"get_op: attribute(s) {', '.join(extra)} not supported by "
                                    f"singa's {node.op_type}")
+        self.fixed = {}
+
+    def fix_input(self, i, value):
+        """Fixes node input i (a present one) to the NumPy array value."""
+        names = self.node.input
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(names) or \
+                not names[i]:
+            raise GraphError(f"{self.node.op_type}: the node has no input {i!r} (inputs "
+                             f"{list(names)})")
+        self.fixed[i] = np.asarray(value)
 
     def __call__(self, *inputs):
         names = list(self.node.input)
-        present = [n for n in names if n]
-        if len(inputs) != len(present):
-            raise GraphError(f"{self.node.op_type}: the node takes {len(present)} inputs, got "
-                             f"{len(inputs)}")
+        free = [i for i, n in enumerate(names) if n and i not in self.fixed]
+        if len(inputs) != len(free):
+            fixed = f" ({len(self.fixed)} more are fixed)" if self.fixed else ""
+            raise GraphError(f"{self.node.op_type}: the node takes {len(free)} inputs"
+                             f"{fixed}, got {len(inputs)}")
         for i, x in enumerate(inputs):
             if not isinstance(x, tensor.Tensor):
                 raise TypeError(f"{self.node.op_type}: input {i} must be a singa Tensor, got "
                                 f"{type(x).__name__}")
-        it = iter(inputs)
-        ins = [next(it) if n else None for n in names]
         dev = inputs[0].device if inputs else resolve_device(None)
+        ins = [None] * len(names)
+        for i, x in zip(free, inputs):
+            ins[i] = x
+        consts = {}
+        for i, arr in self.fixed.items():
+            # handlers read a fixed input from consts, in its own dtype
+            consts[names[i]] = arr
+            ins[i] = dtypes.to_tensor(arr, dev, f"{self.node.op_type} input {i}: ")
         in_types = [dtypes.FROM_SINGA[x.dtype] if x is not None else None for x in ins]
-        view = NodeView(self.node, self.attrs, ins, self.opset, dev, autograd.training, {},
+        view = NodeView(self.node, self.attrs, ins, self.opset, dev, autograd.training, consts,
                         in_types, [None] * len(self.node.output))
         outs = self.spec.fn(view)
         return (outs,) if isinstance(outs, tensor.Tensor) else tuple(outs)

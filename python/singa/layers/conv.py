@@ -240,6 +240,13 @@ class Pooling2d(Layer):
         self.is_max = bool(is_max)
         self.ceil_mode = bool(ceil_mode)
 
+    _ranks = 4      # the input ranks forward takes
+
+    def initialize(self, x):
+        # no parameters to create; SINGA's signature, and the input checked
+        # once before the first forward
+        check_input(self, x, self._ranks)
+
     def _padding_for(self, x):
         if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
             return _same_pads(x.shape[2:], self.kernel_size, self.stride, (1, 1), self.pad_mode)
@@ -272,6 +279,8 @@ class Pooling1d(Pooling2d):
     """Pooling over (N, C, L) input, run as 2-D pooling of height 1; SINGA's
     (N, C, 1, L) input works too and keeps its four dimensions."""
 
+    _ranks = (3, 4)
+
     def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET",
                  ceil_mode=False):
         where = type(self).__name__
@@ -286,7 +295,7 @@ class Pooling1d(Pooling2d):
         super().__init__((1, k), (1, s), (0, 0, p[0], p[1]), is_max, pad_mode, ceil_mode)
 
     def forward(self, x):
-        check_input(self, x, (3, 4))
+        check_input(self, x, self._ranks)
         if x.ndim() == 4:
             if x.shape[2] != 1:
                 raise ValueError(f"{type(self).__name__}: a 4-D input must have height 1, got "

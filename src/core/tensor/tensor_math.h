@@ -54,8 +54,8 @@ using std::tan;
 using std::tanh;
 #else
 // Device overloads that mirror std:: on the host: float calls the float
-// function, and an integer argument (int32, or int64 where an int32
-// formula is evaluated, EvalType) is computed in double.
+// function, and an integer argument (int32 formulas run in int64_t, see
+// EvalType) is computed in double.
 #define SINGA_CUDA_MATH1(fn)                                                \
   SINGA_HD inline float fn(float x) { return ::fn##f(x); }                 \
   SINGA_HD inline double fn(double x) { return ::fn(x); }                  \
