@@ -26,7 +26,7 @@ using CppMath = Math<lang::Cpp>;
 SINGA_INSTANTIATE_UNARY(op::Identity)
 SINGA_INSTANTIATE_UNARY(op::ClipOp)
 SINGA_INSTANTIATE_UNARY(op::LeakyReLUOp)
-SINGA_INSTANTIATE_BINARY(op::AxpyOp)
+SINGA_INSTANTIATE_BINARY(op::AxpbyOp)
 
 #define SINGA_INSTANTIATE_CAST(TI, TO) \
   template void CppMath::Cast<TI, TO>(const ElemSpace&, const TI*, TO*, Context*);
