@@ -46,6 +46,12 @@ static int SingaGetBuffer(PyObject* o, Py_buffer* view, bool writable, const cha
   if (view$argnum.obj) PyBuffer_Release(&view$argnum);
 }
 
+// A Tensor returned by value moves into the Python object (no second copy
+// of its shape and strides per op).
+%typemap(out) singa::Tensor %{
+  $result = SWIG_NewPointerObj(new singa::Tensor(std::move($1)), $descriptor(singa::Tensor *),
+                               SWIG_POINTER_OWN);
+%}
 
 namespace singa {
 
@@ -149,6 +155,7 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);

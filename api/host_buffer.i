@@ -15,6 +15,8 @@ class HostBuffer {
  public:
   explicit HostBuffer(const Tensor& t) : tensor_(t) {
     SINGA_CHECK(!t.empty(), ValueError, "HostBuffer: the tensor has no storage");
+    // Its values exist only once recorded work has run.
+    t.device()->CheckHostRead("HostBuffer");
     SINGA_CHECK(t.device()->is_host(), DeviceError, "HostBuffer: the tensor is on ",
                 t.device()->name(), "; only host tensors can be exported");
     SINGA_CHECK(t.IsContiguous(), ValueError, "HostBuffer: the tensor of shape ", t.shape(),

@@ -7,6 +7,17 @@
 #include <stdexcept>
 #include "singa/core/tensor.h"
 #include "singa/core/device.h"
+#include "singa/core/graph.h"
+
+// singa_wrap.GraphError, a RuntimeError (made when the module loads).
+static PyObject* singa_GraphError = nullptr;
+%}
+
+%init %{
+  singa_GraphError = PyErr_NewException("singa.singa_wrap.GraphError", PyExc_RuntimeError, NULL);
+  Py_XINCREF(singa_GraphError);
+  PyModule_AddObject(m, "GraphError", singa_GraphError);
+  SwigPyBuiltin_AddPublicSymbol(public_interface, "GraphError");
 %}
 
 %include "std_string.i"
@@ -34,6 +45,9 @@
     SWIG_fail;
   } catch (const singa::MemoryError& e) {
     PyErr_SetString(PyExc_MemoryError, e.what());
+    SWIG_fail;
+  } catch (const singa::GraphError& e) {
+    PyErr_SetString(singa_GraphError, e.what());
     SWIG_fail;
   } catch (const singa::Error& e) {  // DeviceError, CudaError
     PyErr_SetString(PyExc_RuntimeError, e.what());

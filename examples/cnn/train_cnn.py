@@ -47,7 +47,7 @@ def parse_args(argv):
     ap.add_argument("--image-size", type=int, default=None,
                     help="resize images to this side (default: per model)")
     ap.add_argument("--graph", action="store_true",
-                    help="graph mode (accepted; singa runs eagerly, see singa.model)")
+                    help="graph mode: record the training step once, replay it (doc/graph.md)")
     ap.add_argument("--checkpoint", default=None, help="save states here after each epoch")
     ap.add_argument("--resume", default=None, metavar="CHECKPOINT",
                     help="load states from this checkpoint and continue")

@@ -7,15 +7,44 @@ CPU devices, the ordinal for a GPU), ``name()`` (``cpu``, ``cpu:1``,
 ``cuda:0``), ``SetRandSeed(seed)``, ``Sync()``, ``host()`` and ``Reset()``;
 ``singa_wrap.Platform`` has SINGA's static device functions.
 
+Every device reports ``memory_stats()`` (a dict: ``allocated`` bytes held by
+live tensors, ``peak`` since ``reset_peak_memory()``, ``cached`` bytes the
+allocator keeps for reuse) and has SINGA's graph methods:
+``EnableGraph(flag)``, ``graph_enabled()``, ``RunGraph(serial=False)``,
+``ResetGraph()``, ``SetVerbosity(level)``, ``SetSkipIteration(n)`` and
+``PrintTimeProfiling()``, with singa's ``SetRecomputeBudget(share)``,
+``CurrentGraph()`` and ``AttachGraph(graph)`` (see doc/graph.md).
+
 ``create_cuda_gpu_on(i)`` always returns the same device object for GPU i,
 so tensors made through separate calls can be mixed. Nothing is copied
 between devices implicitly: an op on tensors of two devices raises
 RuntimeError naming both; move one with ``Tensor.to_device``.
 """
 
+import contextlib
+
 from singa import singa_wrap as _cw
 
 Device = _cw.Device
+GraphError = _cw.GraphError
+
+
+@contextlib.contextmanager
+def unrecorded(dev):
+    """Runs the block's work at once even while dev records a graph.
+
+    For work that must happen once, not at every replay: creating
+    parameters and optimizer states, filling them with their first values.
+    The recording goes on after the block.
+    """
+    recording = dev is not None and dev.graph_enabled()
+    if recording:
+        dev.EnableGraph(False)
+    try:
+        yield
+    finally:
+        if recording:
+            dev.EnableGraph(True)
 
 # SINGA's module attribute: where tensors go when no device is given (see
 # set_default_device).

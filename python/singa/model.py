@@ -39,10 +39,16 @@ Checkpoints: ``save_states`` writes singa's format (singa.checkpoint);
 ``save_states`` (a zip of ``tensor_dict.npz`` and ``states_attr.json``),
 whose model states are loaded and whose aux states are returned as Tensors.
 
-Graph mode: ``use_graph`` / ``graph()`` are accepted for SINGA compatibility
-and recorded in ``graph_mode`` and ``sequential``, but every step runs
-eagerly (op by op, as buffered graphs would replay them); results are the
-same, only the scheduling optimisation is missing.
+Graph mode (SINGA's fast path): ``compile(inputs, use_graph=True)`` or
+``graph(True)`` makes the first call record the whole step (forward,
+backward and the optimizer's update) into the device's graph; later calls
+with inputs of the same shapes copy the new inputs in and replay the step in
+C++, in recorded order when ``sequential`` is set, else in any order the
+dependencies allow. Intermediate buffers are freed after their last use in
+each replay. The outputs returned are the same tensors each time, holding
+the latest step's values (as in SINGA). Other shapes record again; a step
+that reads values on the host mid-step falls back to eager execution with a
+warning. See doc/graph.md.
 """
 
 import functools
@@ -53,6 +59,7 @@ import numpy as np
 
 from singa import autograd
 from singa import checkpoint
+from singa._graph_step import StepGraph
 from singa import tensor as _tensor
 from singa.layers.base import Layer, LayerMeta
 
@@ -101,7 +108,7 @@ class Model(Layer, metaclass=ModelMeta):
     def __init__(self):
         super().__init__()
         self.__dict__.update(training=True, graph_mode=False, sequential=False,
-                             optimizer=None, _compiled=False)
+                             optimizer=None, _compiled=False, _graph=StepGraph())
 
     # ---- modes ----
 
@@ -111,6 +118,8 @@ class Model(Layer, metaclass=ModelMeta):
         inputs is a list of Tensors shaped like a real batch. The run uses
         evaluation behaviour (no dropout, no running-statistics update) and
         records no graph, so it changes nothing but the parameters' creation.
+        use_graph turns on graph mode and sequential its in-order replay
+        (see the module doc).
         """
         if isinstance(inputs, _tensor.Tensor):
             inputs = [inputs]
@@ -121,6 +130,7 @@ class Model(Layer, metaclass=ModelMeta):
             if not isinstance(x, _tensor.Tensor):
                 raise TypeError(f"Model.compile: input {i} is a {type(x).__name__}, "
                                 "not a singa Tensor")
+        self.graph(False)
         self.graph(use_graph, sequential)
         with autograd.train_mode(False):
             self._init_once(*inputs)
@@ -138,9 +148,7 @@ class Model(Layer, metaclass=ModelMeta):
 
     def _init_once(self, *inputs):
         if not self._initialized:
-            self.initialize(*inputs)
-            self.__dict__["_initialized"] = True
-            self._name_tensors()
+            self._run_initialize(inputs, {})
 
     def train(self, mode=True):
         """Training behaviour on (mode=True) or off, for this model and for
@@ -155,10 +163,12 @@ class Model(Layer, metaclass=ModelMeta):
         return self.train(False)
 
     def graph(self, mode=True, sequential=False):
-        """Records the graph flags (the model always runs eagerly; see the
-        module doc)."""
+        """Graph mode on or off, and in-order (sequential) replay; returns
+        self. Turning it off drops the recorded graph."""
         self.__dict__["graph_mode"] = bool(mode)
         self.__dict__["sequential"] = bool(sequential)
+        if not mode:
+            self._graph.drop()
         return self
 
     def set_optimizer(self, optimizer):
@@ -167,6 +177,7 @@ class Model(Layer, metaclass=ModelMeta):
             raise TypeError(f"Model.set_optimizer: expected a singa.opt.Optimizer or DistOpt, "
                             f"got {type(optimizer).__name__}")
         self.__dict__["optimizer"] = optimizer
+        self._graph.drop()  # a recorded step updates through the old one
 
     # ---- running ----
 
@@ -180,9 +191,10 @@ class Model(Layer, metaclass=ModelMeta):
         """train_one_batch in training mode, forward in evaluation mode."""
         with autograd.train_mode(self.training):
             self._init_for_call(inputs)
-            if self.training:
-                return self.train_one_batch(*inputs, **kwargs)
-            return self.forward(*inputs, **kwargs)
+            step = self.train_one_batch if self.training else self.forward
+            if self.graph_mode:
+                return self._graph.call(self, step, inputs, kwargs, self.sequential)
+            return step(*inputs, **kwargs)
 
     # ---- checkpoints ----
 
@@ -263,6 +275,7 @@ class Model(Layer, metaclass=ModelMeta):
         self.set_states(model_vals)
         if self.optimizer is not None and opt_vals:
             self.optimizer.set_states(opt_vals)
+            self._graph.drop()  # set_states may replace buffers a recorded step holds
         return aux
 
     def _load_singa_states(self, fpath):

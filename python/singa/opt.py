@@ -309,8 +309,9 @@ class Optimizer:
         """Moves the scheduled values to dev (the parameters' device)."""
         if dev.id() == self._device_id:
             return
-        for name in self._schedule_tensors():
-            getattr(self, name).to_device(dev)
+        with _device.unrecorded(dev):
+            for name in self._schedule_tensors():
+                getattr(self, name).to_device(dev)
         self._device_id = dev.id()
 
     # -- states --
@@ -414,13 +415,18 @@ class Optimizer:
         key = f"{kind}/{param_name}"
         buf = self._states.get(key)
         if buf is None:
-            buf = _tensor.Tensor(param.shape, param.device, param.dtype)
+            # Made and zeroed now even inside a recorded step: a graph that
+            # zeroed it would do so at every replay.
+            dev = param.device
+            with _device.unrecorded(dev):
+                buf = _tensor.Tensor(param.shape, dev, param.dtype)
             self._states[key] = buf
         elif tuple(buf.shape) != tuple(param.shape):
             raise ValueError(f"{type(self).__name__}: state {key!r} has shape {buf.shape} but "
                              f"parameter {param_name!r} has shape {param.shape}")
         elif buf.device.id() != param.device.id():
-            buf.to_device(param.device)
+            with _device.unrecorded(param.device):
+                buf.to_device(param.device)
         return buf
 
     def _scratch(self, param, slot):
@@ -429,7 +435,9 @@ class Optimizer:
         key = (slot, tuple(param.shape), param.device.id(), param.dtype)
         buf = self._scratch_cache.get(key)
         if buf is None:
-            buf = self._scratch_cache[key] = _tensor.Tensor(param.shape, param.device, param.dtype)
+            with _device.unrecorded(param.device):
+                buf = _tensor.Tensor(param.shape, param.device, param.dtype)
+            self._scratch_cache[key] = buf
         return buf
 
     def _decayed(self, param, grad):
@@ -525,14 +533,17 @@ class SGD(Optimizer):
         mom = _constant(self.momentum)
         if mom != 0:
             buf = self._state("moments", param_name, param)
-            if mom is None:
-                _cw.MulInto(buf.data, self.mom_value.data, buf.data)
+            if mom is not None and not self._uses_coef():
+                _cw.Axpby(1.0, g.data, mom, buf.data)   # one pass: buf = mom * buf + g
             else:
-                _cw.MulScalarInto(buf.data, mom, buf.data)
-            if self._uses_coef():
-                _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
-            else:
-                _cw.AddInto(buf.data, g.data, buf.data)
+                if mom is None:
+                    _cw.MulInto(buf.data, self.mom_value.data, buf.data)
+                else:
+                    _cw.MulScalarInto(buf.data, mom, buf.data)
+                if self._uses_coef():
+                    _cw.AxpyTensor(1.0, self._grad_coef.data, g.data, buf.data)
+                else:
+                    _cw.AddInto(buf.data, g.data, buf.data)
             if self.nesterov:
                 self._step_by(-1.0, g, param)
                 if mom is None:
@@ -571,10 +582,9 @@ class RMSProp(Optimizer):
         self._check(param_name, param, grad)
         g = self._decayed(param, grad)
         s = self._state("running_average", param_name, param)
-        _cw.MulScalarInto(s.data, self.rho, s.data)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
-        _cw.Axpy(1.0 - self.rho, tmp.data, s.data)
+        _cw.Axpby(1.0 - self.rho, tmp.data, self.rho, s.data)
         _cw.SqrtInto(s.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
         _cw.DivInto(g.data, tmp.data, tmp.data)
@@ -680,12 +690,10 @@ class Adam(Optimizer):
     def _adam_step(self, param_name, param, g):
         m = self._state("m", param_name, param)
         v = self._state("v", param_name, param)
-        _cw.MulScalarInto(m.data, self.beta_1, m.data)
-        _cw.Axpy(1.0 - self.beta_1, g.data, m.data)
+        _cw.Axpby(1.0 - self.beta_1, g.data, self.beta_1, m.data)
         tmp = self._scratch(param, 1)
         _cw.SquareInto(g.data, tmp.data)
-        _cw.MulScalarInto(v.data, self.beta_2, v.data)
-        _cw.Axpy(1.0 - self.beta_2, tmp.data, v.data)
+        _cw.Axpby(1.0 - self.beta_2, tmp.data, self.beta_2, v.data)
         _cw.SqrtInto(v.data, tmp.data)
         _cw.MulInto(tmp.data, self._v_scale.data, tmp.data)
         _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)

@@ -54,6 +54,18 @@ def test_train_cnn_models_on_digits(model):
     assert "test accuracy" in out and "images/s" in out, out
 
 
+def test_train_cnn_graph_mode_trains_as_eager_mode():
+    pytest.importorskip("sklearn")
+    args = ("cnn/train_cnn.py", "cnn", "digits", "--epochs", 1, "--max-steps", 6,
+            "--batch-size", 16, "--no-progress")
+    eager, graph = ok(run(*args)), ok(run(*args, "--graph"))
+
+    def numbers(out):
+        line = [s for s in out.splitlines() if s.startswith("epoch 1/1")][0]
+        return line.split(", ")[:3]   # loss and accuracies, not the speed
+    assert numbers(graph) == numbers(eager), (eager, graph)
+
+
 def test_train_cnn_progress_bar_advances_with_the_loss():
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")

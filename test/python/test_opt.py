@@ -237,7 +237,7 @@ def test_bias_correction_uses_step_counter():
 
 # ---- scheduled values are device tensors (doc/design.md "Optimizers") ----
 
-def test_axpy_tensor_matches_numpy():
+def test_axpy_forms_match_numpy():
     from singa import singa_wrap as cw
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 7)).astype(np.float32)
@@ -247,6 +247,12 @@ def test_axpy_tensor_matches_numpy():
         cw.AxpyTensor(scale, tensor.from_numpy(np.array([alpha], np.float32)).data,
                       tx.data, ty.data)
         np.testing.assert_allclose(ty.numpy(), y + scale * alpha * x, rtol=1e-6, atol=1e-6)
+    ty = tensor.from_numpy(y)
+    cw.Axpby(0.3, tensor.from_numpy(x).data, 0.9, ty.data)
+    np.testing.assert_allclose(ty.numpy(), 0.3 * x + 0.9 * y, rtol=1e-6, atol=1e-6)
+    ti = tensor.from_numpy(np.arange(6, dtype=np.int32))
+    cw.Axpby(2.0, tensor.from_numpy(np.ones(6, np.int32)).data, 3.0, ti.data)
+    np.testing.assert_array_equal(ti.numpy(), 3 * np.arange(6) + 2)
     # a transposed x and a float16 y take the general path
     ty = tensor.from_numpy(y.T.copy())
     cw.AxpyTensor(2.0, tensor.from_numpy(np.array([0.5], np.float32)).data,

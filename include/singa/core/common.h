@@ -75,23 +75,46 @@ struct Cuda {};
 
 class Device;
 
-// One allocation on one device; freed by the device that made it when the
-// last Tensor holding it goes away.
-class Block {
+// One allocation on one device, shared by every Tensor that views it. The
+// memory is taken lazily, on the first data()/mutable_data(), so a Tensor
+// made while a graph is recorded gets memory only when recorded work first
+// runs; graph mode also hands it back after its last reader (Release) and
+// lets the next access take it again. The device that made it frees it
+// when the last Tensor holding it goes away.
+class Block : public std::enable_shared_from_this<Block> {
  public:
-  Block(void* ptr, size_t size, std::shared_ptr<Device> device)
-      : data_(ptr), size_(size), device_(std::move(device)) {}
+  Block(size_t size, std::shared_ptr<Device> device)
+      : size_(size), device_(std::move(device)) {}
   ~Block();
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
-  void* mutable_data() { return data_; }
-  const void* data() const { return data_; }
+  void* mutable_data() {
+    if (!data_ && size_) Allocate();
+    return data_;
+  }
+  const void* data() const {
+    if (!data_ && size_) Allocate();
+    return data_;
+  }
   size_t size() const { return size_; }
   Device* device() const { return device_.get(); }
+  // True while the block holds memory.
+  bool allocated() const { return data_ != nullptr; }
+  // Returns the memory to the device (or lets go of placed memory); its
+  // contents are lost.
+  void Release();
+  // Uses memory owned by someone else (a graph's arena) until Release.
+  void Place(void* ptr) {
+    Release();
+    data_ = ptr;
+    owned_ = false;
+  }
 
  private:
-  void* data_;
+  void Allocate() const;  // throws MemoryError naming the size
+  mutable void* data_ = nullptr;
+  bool owned_ = true;
   size_t size_;
   std::shared_ptr<Device> device_;
 };

@@ -30,9 +30,22 @@ constexpr bool kUseCuda = false;
 
 enum CopyDirection { kHostToHost = 0, kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
+class Graph;
+
+// Byte counts of one device (Device::GetMemStats).
+struct MemStats {
+  size_t allocated = 0;  // held by live blocks now
+  size_t peak = 0;       // most held at once since ResetPeakMemory
+  size_t cached = 0;     // freed but kept by the device's allocator for reuse
+};
+
 // Per-device state passed to the work run by Exec.
 struct Context {
   std::mt19937 random_generator;
+  // Stands for the generator's state in the block lists of random ops (it is
+  // read and written by each), so a graph keeps their recorded order and a
+  // replay draws what eager runs draw. It has no memory.
+  std::shared_ptr<Block> random_state = std::make_shared<Block>(0, nullptr);
   // CUDA devices only (src/core/device/cuda_gpu.h), made with the device:
   // its ordinal, its one stream, cuBLAS handle and cuRAND generator, and a
   // scratch buffer that kernels on the stream may use in turn.
@@ -46,32 +59,67 @@ struct Context {
 
 class Device : public std::enable_shared_from_this<Device> {
  public:
-  virtual ~Device() = default;
+  virtual ~Device();
 
-  // Allocates size bytes; throws MemoryError naming the size on failure.
+  // A Block of size bytes; its memory is taken on first access.
   std::shared_ptr<Block> NewBlock(size_t size);
+  // Memory for a Block, counted in GetMemStats; throws MemoryError naming
+  // the size on failure.
+  void* AllocBlock(size_t size);
   // Called from ~Block, so it never throws: a device that fails to free
   // loses the memory rather than ending the process.
-  void FreeBlock(void* ptr, size_t size) noexcept {
-    try {
-      Free(ptr, size);
-    } catch (...) {
-    }
-  }
+  void FreeBlock(void* ptr, size_t size) noexcept;
 
   // Copies nbytes between blocks (either may be host memory when the
   // direction says so), offsets in bytes.
   virtual void CopyDataToFrom(void* dst, const void* src, size_t nbytes,
                               CopyDirection direction) = 0;
 
-  // Runs fn on this device. The blocks name what fn reads and writes so an
-  // asynchronous device can order work; CppCPU runs fn at once.
-  virtual void Exec(const std::function<void(Context*)>& fn,
-                    const std::vector<Block*>& read_blocks,
-                    const std::vector<Block*>& write_blocks);
+  // Runs fn on this device, or records it while a graph is being recorded
+  // (EnableGraph). The blocks name everything fn reads and writes: graph
+  // mode orders work by them (doc/design.md, "Ops, Exec and closures").
+  void Exec(std::function<void(Context*)> fn, const std::vector<Block*>& read_blocks,
+            const std::vector<Block*>& write_blocks);
   // Waits for all queued work on this device.
   virtual void Sync() {}
   virtual void SetRandSeed(unsigned seed) { ctx_.random_generator.seed(seed); }
+
+  // ---- graph mode (SINGA's names) ----
+  // While enabled, Exec appends work to the graph instead of running it.
+  void EnableGraph(bool enable);
+  bool graph_enabled() const { return recording_; }
+  // Runs the recorded work once: in recorded order when serial, else in an
+  // order its dependencies allow. Intermediate blocks get memory at their
+  // first writer and give it back after their last reader.
+  void RunGraph(bool serial = false);
+  // Drops the recorded work (and the blocks only it held).
+  void ResetGraph();
+  // The id of the graph held (unique per graph, 0 when none), so an owner
+  // can tell that the graph it recorded is still the one held.
+  uint64_t graph_id() const;
+  Graph* graph() { return graph_.get(); }
+  // The graph held, shared: a caller may keep several recordings and make
+  // one the held graph again with AttachGraph (while not recording).
+  std::shared_ptr<Graph> CurrentGraph() const { return graph_; }
+  void AttachGraph(std::shared_ptr<Graph> graph);
+  // 0: quiet; 1: RunGraph times ops by kind; 2: and op by op.
+  void SetVerbosity(int verbosity);
+  // Runs not counted in the time profile (warm-up).
+  void SetSkipIteration(int skip);
+  // The share of a run's time that graph memory planning may spend on
+  // recomputing intermediates instead of holding them (default 0.05; 0
+  // turns recomputation off).
+  void SetRecomputeBudget(double share);
+  // The time profile of RunGraph as a table (PrintTimeProfiling prints it).
+  std::string TimeProfiling() const;
+  void PrintTimeProfiling() const;
+  // Throws GraphError naming op while a graph is recorded: a value read on
+  // the host mid-step would be the one of the recording run only.
+  void CheckHostRead(const char* op) const;
+
+  // ---- memory ----
+  MemStats GetMemStats() const;
+  void ResetPeakMemory();
 
   int id() const { return id_; }
   virtual bool is_host() const { return true; }
@@ -83,14 +131,23 @@ class Device : public std::enable_shared_from_this<Device> {
 
  protected:
   // Host ids are negative (-1 the default device), CUDA ids the ordinal.
-  explicit Device(int id) : id_(id) {
-    ctx_.random_generator.seed(static_cast<unsigned>(id < 0 ? -id : id + 1));
-  }
+  explicit Device(int id);
   virtual void* Malloc(size_t size) = 0;
   virtual void Free(void* ptr, size_t size) = 0;
+  // Bytes the device's allocator keeps for reuse (0 when it keeps none).
+  virtual size_t CachedBytes() const { return 0; }
 
   int id_;
   Context ctx_;
+
+ private:
+  std::atomic<size_t> allocated_{0};
+  std::atomic<size_t> peak_{0};
+  bool recording_ = false;
+  std::shared_ptr<Graph> graph_;
+  int verbosity_ = 0;
+  int skip_ = 0;
+  double recompute_budget_ = 0.05;
 };
 
 class CppCPU : public Device {
@@ -106,11 +163,12 @@ class CppCPU : public Device {
  protected:
   void* Malloc(size_t size) override;
   void Free(void* ptr, size_t size) override;
+  size_t CachedBytes() const override;
 
  private:
   // Freed large buffers kept for reuse, by rounded size: fresh pages from
   // the OS cost a page fault each, which would dominate streaming ops.
-  std::mutex cache_mutex_;
+  mutable std::mutex cache_mutex_;
   std::unordered_map<size_t, std::vector<void*>> cache_;
   size_t cached_bytes_ = 0;
   std::atomic<size_t> next_colour_{0};

@@ -49,6 +49,12 @@ class MemoryError : public Error {
  public:
   using Error::Error;
 };
+// Python singa_wrap.GraphError, a RuntimeError: work that cannot be recorded
+// into a graph, such as a read of device values while a step is recorded.
+class GraphError : public Error {
+ public:
+  using Error::Error;
+};
 // Python RuntimeError: a CUDA runtime or library call that failed.
 class CudaError : public Error {
  public:

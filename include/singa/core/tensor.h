@@ -29,7 +29,7 @@ class Tensor {
   const Strides& stride() const { return strides_; }
   size_t offset() const { return offset_; }
   DataType data_type() const { return dtype_; }
-  std::shared_ptr<Device> device() const { return device_; }
+  const std::shared_ptr<Device>& device() const { return device_; }
   Block* block() const { return block_.get(); }
   bool empty() const { return block_ == nullptr; }
   // True when the elements are laid out row-major without gaps.
@@ -154,6 +154,8 @@ Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.
 void Axpy(float alpha, const Tensor& x, Tensor* y);
+// y = alpha * x + beta * y, in one pass.
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 // y += scale * alpha[0] * x, where alpha is a one-element float32 tensor on
 // y's device read when the work runs (a learning rate that a schedule
 // updates in place, so recorded graphs use its current value).

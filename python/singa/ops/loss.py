@@ -29,7 +29,7 @@ def _targets(x, t, where):
     """t as a float (N, C) matrix matching the 2-D scores x: (N, C) targets
     are used as they are, (N,) or (N, 1) class labels become one-hot rows.
     Labels outside [0, C) raise IndexError (checked on host devices, where
-    reading them costs no synchronisation)."""
+    reading them costs no synchronisation, outside graph recording)."""
     if x.nDim() != 2:
         raise ValueError(f"{where}: expected (batch, classes) scores, got shape {x.shape()}")
     n, c = x.shape()
@@ -39,7 +39,9 @@ def _targets(x, t, where):
         raise ValueError(f"{where}: targets of shape {t.shape()} match neither the scores "
                          f"of shape {x.shape()} nor ({n},) labels")
     labels = t if t.data_type() == _cw.kFloat32 else t.AsType(_cw.kFloat32)
-    if x.device().is_host() and n:
+    # Skipped while a graph is recorded: the labels of later steps are not
+    # known then (an out-of-range label gives a zero row).
+    if x.device().is_host() and n and not x.device().graph_enabled():
         lo = _host_scalar(_cw.Min(labels, [], False))
         hi = _host_scalar(_cw.Max(labels, [], False))
         if lo < 0 or hi >= c:

@@ -76,9 +76,10 @@ void* Workspace(Context* ctx, size_t bytes) {
   // Grow by at least half, so that a slowly rising demand reallocates
   // rarely. The old buffer goes back to the cache: work already queued on
   // the stream finishes with it before anything queued later reuses it.
+  // AllocBlock/FreeBlock count the buffer in the device's memory stats.
   size_t want = std::max(bytes, ctx->workspace_size + ctx->workspace_size / 2);
-  void* fresh = gpu->AllocRaw(want);
-  if (ctx->workspace) gpu->FreeRaw(ctx->workspace, ctx->workspace_size);
+  void* fresh = gpu->AllocBlock(want);
+  if (ctx->workspace) gpu->FreeBlock(ctx->workspace, ctx->workspace_size);
   ctx->workspace = fresh;
   ctx->workspace_size = want;
   return fresh;
@@ -143,13 +144,8 @@ CudaGPU::~CudaGPU() {
   cudaGetLastError();
 }
 
-void* CudaGPU::Malloc(size_t size) { return size ? AllocRaw(size) : nullptr; }
-
-void CudaGPU::Free(void* ptr, size_t size) {
-  if (ptr) FreeRaw(ptr, size);
-}
-
-void* CudaGPU::AllocRaw(size_t size) {
+void* CudaGPU::Malloc(size_t size) {
+  if (size == 0) return nullptr;
   const size_t rounded = RoundSize(size);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = cache_.find(rounded);
@@ -176,14 +172,15 @@ void* CudaGPU::AllocRaw(size_t size) {
   return p;
 }
 
-void CudaGPU::FreeRaw(void* ptr, size_t size) {
+void CudaGPU::Free(void* ptr, size_t size) {
+  if (!ptr) return;
   const size_t rounded = RoundSize(size);
   std::lock_guard<std::mutex> lock(mutex_);
   cache_[rounded].push_back(ptr);
   cached_bytes_ += rounded;
 }
 
-size_t CudaGPU::CachedBytes() {
+size_t CudaGPU::CachedBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cached_bytes_;
 }

@@ -73,25 +73,24 @@ class CudaGPU : public Device {
   std::string lang() const override { return "cuda"; }
   std::string name() const override { return "cuda:" + std::to_string(id_); }
 
-  // Device memory outside any Block (kernels' scratch space), from the
-  // same cache; freed memory may be reused by work queued after the free.
-  void* AllocRaw(size_t size);
-  void FreeRaw(void* ptr, size_t size);
-  // Bytes held by the cache for reuse.
-  size_t CachedBytes();
+  // Bytes held by the cache for reuse (the "cached" of GetMemStats).
+  size_t CachedBytes() const override;
   // Returns cached memory to CUDA (after the stream's queued work is done).
   void EmptyCache();
   void SetAllowTF32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
 
  protected:
+  // Device memory from the cache (Blocks and kernels' scratch space, both
+  // through AllocBlock/FreeBlock so that GetMemStats counts them); freed
+  // memory may be reused by work queued after the free.
   void* Malloc(size_t size) override;
   void Free(void* ptr, size_t size) override;
 
  private:
   void EmptyCacheLocked();
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   // Freed allocations by rounded size. One stream orders all work on the
   // device, so a freed allocation can be handed out again at once.
   std::unordered_map<size_t, std::vector<void*>> cache_;

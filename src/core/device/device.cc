@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 
 #include <sys/mman.h>
@@ -12,6 +13,7 @@
 #endif
 
 #include "singa/core/blas.h"
+#include "singa/core/graph.h"
 
 namespace singa {
 
@@ -44,24 +46,136 @@ Strides ContiguousStrides(const Shape& shape) {
 }
 
 Block::~Block() {
-  if (data_ && device_) device_->FreeBlock(data_, size_);
+  if (data_ && owned_ && device_) device_->FreeBlock(data_, size_);
 }
 
+void Block::Allocate() const { data_ = device_->AllocBlock(size_); }
+
+void Block::Release() {
+  if (data_ && owned_) device_->FreeBlock(data_, size_);
+  data_ = nullptr;
+  owned_ = true;
+}
+
+// Host ids are negative (-1 the default device), CUDA ids the ordinal.
+Device::Device(int id) : id_(id) {
+  ctx_.random_generator.seed(static_cast<unsigned>(id < 0 ? -id : id + 1));
+}
+
+Device::~Device() = default;
+
 std::shared_ptr<Block> Device::NewBlock(size_t size) {
+  return std::make_shared<Block>(size, shared_from_this());
+}
+
+void* Device::AllocBlock(size_t size) {
   void* ptr = Malloc(size);
   if (ptr == nullptr && size > 0)
     SINGA_THROW(MemoryError, "cannot allocate ", size, " bytes on ", name());
-  return std::make_shared<Block>(ptr, size, shared_from_this());
+  const size_t now = allocated_ += size;
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return ptr;
 }
 
-void Device::Exec(const std::function<void(Context*)>& fn,
-                  const std::vector<Block*>&, const std::vector<Block*>&) {
+void Device::FreeBlock(void* ptr, size_t size) noexcept {
+  try {
+    Free(ptr, size);
+  } catch (...) {
+  }
+  allocated_ -= size;
+}
+
+MemStats Device::GetMemStats() const {
+  MemStats s;
+  s.allocated = allocated_.load();
+  s.peak = peak_.load();
+  s.cached = CachedBytes();
+  return s;
+}
+
+void Device::ResetPeakMemory() { peak_ = allocated_.load(); }
+
+void Device::Exec(std::function<void(Context*)> fn, const std::vector<Block*>& read_blocks,
+                  const std::vector<Block*>& write_blocks) {
+  if (recording_) {
+    graph_->AddOp(std::move(fn), read_blocks, write_blocks);
+    return;
+  }
   fn(&ctx_);
 }
+
+void Device::EnableGraph(bool enable) {
+  if (enable && !graph_) {
+    graph_ = std::make_shared<Graph>(this);
+    graph_->set_verbosity(verbosity_);
+    graph_->set_skip(skip_);
+    graph_->set_recompute_budget(recompute_budget_);
+  }
+  recording_ = enable;
+}
+
+void Device::RunGraph(bool serial) {
+  SINGA_CHECK(!recording_, GraphError, "RunGraph: ", name(),
+              " is still recording; call EnableGraph(False) before running the graph");
+  if (graph_) graph_->Run(&ctx_, serial);
+}
+
+void Device::ResetGraph() {
+  graph_.reset();
+  if (recording_) EnableGraph(true);
+}
+
+uint64_t Device::graph_id() const { return graph_ ? graph_->id() : 0; }
+
+void Device::AttachGraph(std::shared_ptr<Graph> graph) {
+  SINGA_CHECK(!recording_, GraphError, "AttachGraph: ", name(),
+              " is recording; call EnableGraph(False) first");
+  SINGA_CHECK(!graph || graph->device() == this, DeviceError,
+              "AttachGraph: the graph was recorded on another device than ", name());
+  graph_ = std::move(graph);
+  if (graph_) {
+    graph_->set_verbosity(verbosity_);
+    graph_->set_skip(skip_);
+  }
+}
+
+void Device::SetVerbosity(int verbosity) {
+  SINGA_CHECK(verbosity >= 0, ValueError, "SetVerbosity: verbosity must be >= 0, got ",
+              verbosity);
+  verbosity_ = verbosity;
+  if (graph_) graph_->set_verbosity(verbosity);
+}
+
+void Device::SetSkipIteration(int skip) {
+  SINGA_CHECK(skip >= 0, ValueError, "SetSkipIteration: need a count >= 0, got ", skip);
+  skip_ = skip;
+  if (graph_) graph_->set_skip(skip);
+}
+
+void Device::SetRecomputeBudget(double share) {
+  SINGA_CHECK(share >= 0 && share <= 1, ValueError,
+              "SetRecomputeBudget: need a share of the run time in [0, 1], got ", share);
+  recompute_budget_ = share;
+  if (graph_) graph_->set_recompute_budget(share);
+}
+
+std::string Device::TimeProfiling() const {
+  return graph_ ? graph_->Profile() : "graph: nothing recorded on " + name() + "\n";
+}
+
+void Device::PrintTimeProfiling() const { std::cout << TimeProfiling() << std::flush; }
 
 std::string Device::name() const {
   // SINGA's ids: -1 for the default host device, -2, -3, ... for others.
   return id_ == -1 ? "cpu" : "cpu:" + std::to_string(-1 - id_);
+}
+
+void Device::CheckHostRead(const char* op) const {
+  SINGA_CHECK(!recording_, GraphError, op, ": cannot read tensor values on the host while ",
+              name(), " records a graph (the value would be the recording run's only); "
+              "read it after the step, or run this step eagerly");
 }
 
 namespace {
@@ -121,6 +235,11 @@ void* CppCPU::Malloc(size_t size) {
   return std::aligned_alloc(64, (size + 63) / 64 * 64);
 }
 
+size_t CppCPU::CachedBytes() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cached_bytes_;
+}
+
 void CppCPU::Free(void* ptr, size_t size) {
   if (size >= kLargeBuffer) {
     const size_t rounded = RoundLarge(size + kColours * kColourStep);
@@ -148,9 +267,11 @@ CppCPU::~CppCPU() {
 }
 
 std::shared_ptr<Device> DefaultDevice() {
-  // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
-  UseOpenMPForBlas();
-  static std::shared_ptr<Device> dev = std::make_shared<CppCPU>(-1);
+  static std::shared_ptr<Device> dev = [] {
+    // One thread pool: OpenBLAS runs its jobs on the OpenMP team.
+    UseOpenMPForBlas();
+    return std::make_shared<CppCPU>(-1);
+  }();
   return dev;
 }
 

@@ -267,14 +267,18 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
   // The kernel scatters into dx at these positions: each must lie inside
   // its H*W plane (negative marks a window with no input, and is skipped).
-  ac.device()->Sync();
-  const int32_t* am = ac.data<int32_t>();
-  const int64_t plane = int64_t(p.h) * p.w;
-  // Size() multiplies out the shape on every call: take it once.
-  const size_t count = ac.Size();
-  for (size_t i = 0; i < count; ++i)
-    SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
-                " is outside an input plane of ", p.h, "x", p.w, " elements");
+  // While a graph is recorded the values do not exist yet (the recorded
+  // forward makes them); the kernel then skips any position outside.
+  if (!ac.device()->graph_enabled()) {
+    ac.device()->Sync();
+    const int32_t* am = ac.data<int32_t>();
+    const int64_t plane = int64_t(p.h) * p.w;
+    // Size() multiplies out the shape on every call: take it once.
+    const size_t count = ac.Size();
+    for (size_t i = 0; i < count; ++i)
+      SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
+                  " is outside an input plane of ", p.h, "x", p.w, " elements");
+  }
   Tensor dx(x_shape, dy.device());
   const bool host = dx.device()->is_host();
   RunKernel({dyc.block(), ac.block()}, {dx}, [=](Context* ctx) mutable {

@@ -260,8 +260,11 @@ void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
     const float* g = dy + q * out_plane;
     const int32_t* a = argmax + q * out_plane;
     std::fill(d, d + in_plane, 0.f);
+    // Positions outside the plane (a window with no input is -1) are
+    // skipped: an argmax the caller could not check (one a recorded graph
+    // computes) must not write out of bounds.
     for (size_t j = 0; j < out_plane; ++j)
-      if (a[j] >= 0) d[a[j]] += g[j];
+      if (a[j] >= 0 && size_t(a[j]) < in_plane) d[a[j]] += g[j];
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "dispatch.h"
 
@@ -197,13 +198,25 @@ void CastInto(const Tensor& x, Tensor* out) {
 // and made contiguous on its own device, its bytes cross (through the host
 // between two GPUs), and dst's device lays them out.
 void CopyAcross(const Tensor& src, Tensor* dst) {
+  Device* sd = src.device().get();
+  Device* dd = dst->device().get();
+  // The source is read now, on the host: a device that records a graph has
+  // not computed it yet.
   if (src.Size() == 0) return;
+  sd->CheckHostRead(("copy_data from " + sd->name() + " to " + dd->name()).c_str());
   Tensor c = src.data_type() == dst->data_type() ? src.Contiguous() : src.AsType(dst->data_type());
   Tensor t = dst->IsContiguous() ? *dst : Tensor(dst->shape(), dst->device(), dst->data_type());
-  Device* sd = c.device().get();
-  Device* dd = t.device().get();
   const size_t nbytes = c.MemSize();
-  if (sd->is_host()) {
+  if (dd->graph_enabled()) {
+    // Recorded like any host-to-device copy: a snapshot of the source now,
+    // written by every replay.
+    std::vector<char> host(nbytes);
+    if (sd->is_host())
+      std::memcpy(host.data(), c.raw_data(), nbytes);
+    else
+      sd->CopyDataToFrom(host.data(), c.raw_data(), nbytes, kDeviceToHost);
+    t.CopyDataFromHostPtr(host.data(), nbytes);
+  } else if (sd->is_host()) {
     // The host device runs its work at once, so c is ready; dd's copy is
     // queued after the work already queued on dd.
     dd->CopyDataToFrom(t.mutable_raw_data(), c.raw_data(), nbytes, kHostToDevice);
@@ -276,7 +289,19 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
               "copy_from_numpy: ", nbytes / es, " elements at offset ",
               elem_offset, " do not fit a tensor of shape ", shape_);
   if (nbytes == 0) return;
-  if (IsContiguous()) {
+  if (IsContiguous() && device_->graph_enabled()) {
+    // Recorded: the host bytes are copied now, so the caller may reuse its
+    // buffer, and every replay writes the same values.
+    auto snapshot = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                        static_cast<const char*>(src) + nbytes);
+    Tensor t = *this;
+    device_->Exec(
+        [t, snapshot, elem_offset, es](Context*) mutable {
+          t.device()->CopyDataToFrom(static_cast<char*>(t.mutable_raw_data()) + elem_offset * es,
+                                     snapshot->data(), snapshot->size(), kHostToDevice);
+        },
+        {}, {block()});
+  } else if (IsContiguous()) {
     device_->CopyDataToFrom(static_cast<char*>(mutable_raw_data()) + elem_offset * es, src,
                             nbytes, kHostToDevice);
   } else {
@@ -289,6 +314,7 @@ void Tensor::CopyDataFromHostPtr(const void* src, size_t nbytes,
 void Tensor::CopyDataToHostPtr(void* dst, size_t nbytes) const {
   SINGA_CHECK(nbytes == MemSize(), ValueError, "to_numpy: buffer of ", nbytes,
               " bytes does not match a tensor of ", MemSize(), " bytes");
+  device_->CheckHostRead("to_numpy");
   if (nbytes == 0) return;
   Tensor c = Contiguous();
   device_->Sync();
@@ -302,9 +328,10 @@ void RandomFill(Tensor* t, Fill fill) {
   if (t->Size() == 0) return;
   if (t->data_type() == kFloat32 && t->IsContiguous()) {
     Tensor o = *t;
+    Block* rng = o.device()->context()->random_state.get();
     SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
         [o, fill](Context* ctx) mutable { fill(Lang(), o.mutable_data<float>(), ctx); },
-        {}, {o.block()}));
+        {rng}, {o.block(), rng}));
     return;
   }
   Tensor tmp(t->shape(), t->device(), kFloat32);
@@ -343,11 +370,13 @@ void Tensor::Bernoulli(float p) {
 }
 
 float Tensor::L1() const {
+  device_->CheckHostRead("l1");
   Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
   return Size() ? SumAll(Abs(f)) / static_cast<float>(Size()) : 0.f;
 }
 
 float Tensor::L2() const {
+  device_->CheckHostRead("l2");
   Tensor f = dtype_ == kFloat32 ? *this : AsType(kFloat32);
   return Size() ? std::sqrt(SumAll(Square(f))) / static_cast<float>(Size())
                 : 0.f;
@@ -387,38 +416,40 @@ Shape BroadcastShape(const Shape& a, const Shape& b, const char* op) {
 }
 
 ElemSpace MakeElemSpace(const Shape& out_shape,
-                        const std::vector<const Strides*>& strides) {
+                        std::initializer_list<const Strides*> strides) {
+  // Built in place, without heap memory: this runs once per element-wise op.
   ElemSpace sp;
-  sp.nops = static_cast<int>(strides.size());
+  const Strides* st[4];
+  int nops = 0;
+  for (const Strides* s : strides) st[nops++] = s;
+  sp.nops = nops;
   sp.size = static_cast<int64_t>(Product(out_shape));
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> st(strides.size());
+  int nd = 0;  // loop dimensions; past kMaxElemDims they are only counted
   for (size_t d = 0; d < out_shape.size(); ++d) {
-    if (out_shape[d] == 1) continue;
-    bool merge = !shape.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k)
-      merge = st[k].back() == (*strides[k])[d] * static_cast<int64_t>(out_shape[d]);
+    const int64_t n = static_cast<int64_t>(out_shape[d]);
+    if (n == 1) continue;
+    bool merge = nd > 0 && nd <= kMaxElemDims;
+    for (int k = 0; merge && k < nops; ++k) merge = sp.stride[k][nd - 1] == (*st[k])[d] * n;
     if (merge) {
-      shape.back() *= static_cast<int64_t>(out_shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
-    } else {
-      shape.push_back(static_cast<int64_t>(out_shape[d]));
-      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
+      sp.shape[nd - 1] *= n;
+      for (int k = 0; k < nops; ++k) sp.stride[k][nd - 1] = (*st[k])[d];
+      continue;
     }
+    if (nd < kMaxElemDims) {
+      sp.shape[nd] = n;
+      for (int k = 0; k < nops; ++k) sp.stride[k][nd] = (*st[k])[d];
+    }
+    ++nd;
   }
-  if (shape.empty()) {  // a single element
-    shape.push_back(1);
-    for (auto& s : st) s.push_back(1);
+  SINGA_CHECK(nd <= kMaxElemDims, ValueError, "element-wise op: shape ", out_shape,
+              " with this layout needs more than the ", kMaxElemDims,
+              " loop dimensions supported; call contiguous() first");
+  if (nd == 0) {  // a single element
+    sp.shape[0] = 1;
+    for (int k = 0; k < nops; ++k) sp.stride[k][0] = 1;
+    nd = 1;
   }
-  SINGA_CHECK(shape.size() <= static_cast<size_t>(kMaxElemDims), ValueError,
-              "element-wise op: shape ", out_shape, " with this layout needs ",
-              shape.size(), " loop dimensions, more than the ", kMaxElemDims,
-              " supported; call contiguous() first");
-  sp.ndim = static_cast<int>(shape.size());
-  for (int d = 0; d < sp.ndim; ++d) {
-    sp.shape[d] = shape[d];
-    for (int k = 0; k < sp.nops; ++k) sp.stride[k][d] = st[k][d];
-  }
+  sp.ndim = nd;
   return sp;
 }
 

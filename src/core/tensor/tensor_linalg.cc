@@ -102,7 +102,8 @@ void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c) 
                                                 vb.ld, beta, tc.mutable_data<T>(),
                                                 vc.ld, ctx));
       },
-      {ta.block(), tb.block(), tc.block()}, {tc.block()}));
+      // c is read only when beta is not 0 (a fresh output is write-only).
+      {ta.block(), tb.block(), beta != 0.f ? tc.block() : nullptr}, {tc.block()}));
 }
 
 Tensor Mult(const Tensor& a, const Tensor& b) {
@@ -208,11 +209,11 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// y += alpha * x, or y += alpha * alpha_src[0] when alpha_src is given: a
-// one-element float32 tensor read when the work runs, so recorded work
-// picks up its current value.
-void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
-              Tensor* y) {
+// y = alpha * x + beta * y, with alpha times alpha_src[0] when alpha_src is
+// given: a one-element float32 tensor read when the work runs, so recorded
+// work picks up its current value. One pass over y.
+void AxpbyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tensor& x,
+               float beta, Tensor* y) {
   CheckSameDevice(name, x, *y);
   CheckSameDtype(name, x, *y);
   SINGA_CHECK(x.Size() == y->Size(), ShapeError, name, ": shapes ", x.shape(), " and ",
@@ -236,6 +237,7 @@ void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tens
     } else {
       scaled = MulScalar(xs, alpha);
     }
+    if (beta != 1.f) MulScalarInto(*y, beta, y);
     AddInto(*y, scaled, y);
     return;
   }
@@ -245,19 +247,25 @@ void AxpyImpl(const char* name, float alpha, const Tensor* alpha_src, const Tens
   Tensor a = alpha_src ? *alpha_src : Tensor();
   const bool has_src = alpha_src != nullptr;
   o.device()->Exec(
-      [sp, xa, o, a, has_src, alpha](Context* ctx) mutable {
+      [sp, xa, o, a, has_src, alpha, beta](Context* ctx) mutable {
         const float k = has_src ? alpha * a.data<float>()[0] : alpha;
         Math<lang::Cpp>::Binary(sp, xa.data<float>(), o.data<float>(),
-                                o.mutable_data<float>(), op::AxpyOp{k}, ctx);
+                                o.mutable_data<float>(), op::AxpbyOp{k, beta}, ctx);
       },
       {xa.block(), o.block(), has_src ? a.block() : nullptr}, {o.block()});
 }
 }  // namespace
 
-void Axpy(float alpha, const Tensor& x, Tensor* y) { AxpyImpl("Axpy", alpha, nullptr, x, y); }
+void Axpy(float alpha, const Tensor& x, Tensor* y) {
+  AxpbyImpl("Axpy", alpha, nullptr, x, 1.f, y);
+}
+
+void Axpby(float alpha, const Tensor& x, float beta, Tensor* y) {
+  AxpbyImpl("Axpby", alpha, nullptr, x, beta, y);
+}
 
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
-  AxpyImpl("AxpyTensor", scale, &alpha, x, y);
+  AxpbyImpl("AxpyTensor", scale, &alpha, x, 1.f, y);
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {
@@ -354,6 +362,7 @@ Tensor CheckedIndices(const char* op, const Tensor& idx, size_t n, const Shape& 
                       size_t axis) {
   SINGA_CHECK(idx.data_type() == kInt, DtypeError, op, ": indices must be int32, got ",
               DataTypeName(idx.data_type()));
+  idx.device()->CheckHostRead(op);
   Tensor ic = idx.Contiguous();
   std::vector<int32_t> host(ic.Size());
   const int32_t* p = ic.data<int32_t>();

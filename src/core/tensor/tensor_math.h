@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -165,12 +166,12 @@ struct ClipOp {
     return x < l ? l : (x > h ? h : x);
   }
 };
-// y + alpha * x, with a the x operand and b the y operand of Binary.
-struct AxpyOp {
-  float alpha;
+// alpha * x + beta * y, with a the x operand and b the y operand of Binary.
+struct AxpbyOp {
+  float alpha, beta;
   template <typename T>
   SINGA_HD T operator()(T a, T b) const {
-    return static_cast<T>(b + alpha * a);
+    return static_cast<T>(alpha * a + beta * b);
   }
 };
 struct LeakyReLUOp {
@@ -198,7 +199,7 @@ struct ElemSpace {
 // Builds the space for out_shape; strides[k] are operand k's strides already
 // aligned to out_shape (broadcast dimensions set to 0).
 ElemSpace MakeElemSpace(const Shape& out_shape,
-                        const std::vector<const Strides*>& strides);
+                        std::initializer_list<const Strides*> strides);
 
 enum class ReduceKind { kSum, kMax, kMin };
 

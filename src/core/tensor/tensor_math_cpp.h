@@ -63,11 +63,10 @@ void ForRuns(const ElemSpace& sp, Fn&& fn) {
   if (pieces < 1) pieces = 1;
   const int64_t piece_len = (len + pieces - 1) / pieces;
   const int64_t tasks = rows * pieces;
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
+  auto task = [&](int64_t t) {
     int64_t r = t / pieces, p = t % pieces;
     int64_t begin = p * piece_len;
-    if (begin >= len) continue;
+    if (begin >= len) return;
     int64_t n = std::min(piece_len, len - begin);
     int64_t off[4] = {0, 0, 0, 0};
     for (int d = last - 1; d >= 0; --d) {
@@ -77,7 +76,15 @@ void ForRuns(const ElemSpace& sp, Fn&& fn) {
     }
     for (int k = 0; k < sp.nops; ++k) off[k] += begin * sp.stride[k][last];
     fn(off, n);
+  };
+  // Small loops skip the OpenMP runtime altogether: even a parallel region
+  // whose if clause is false sets up a team, which costs more than the loop.
+  if (nth == 1) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+    return;
   }
+#pragma omp parallel for schedule(static) num_threads(nth)
+  for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
 // Runs at least this long (elements) are written with streaming stores:

@@ -15,8 +15,8 @@ SINGA_CPU_UNARY_BOTH(op::Identity)
 SINGA_CPU_UNARY_BOTH(op::ClipOp)
 SINGA_CPU_UNARY_BOTH(op::LeakyReLUOp)
 #undef SINGA_CPU_UNARY_BOTH
-SINGA_CPU_BINARY(op::AxpyOp, float)
-SINGA_CPU_BINARY(op::AxpyOp, int32_t)
+SINGA_CPU_BINARY(op::AxpbyOp, float)
+SINGA_CPU_BINARY(op::AxpbyOp, int32_t)
 
 #define SINGA_CPU_CAST_FROM(TI) \
   SINGA_CPU_CAST(TI, Half) SINGA_CPU_CAST(TI, float) SINGA_CPU_CAST(TI, int32_t)

@@ -11,6 +11,34 @@ namespace {
 // compute, and convert the result back.
 bool IsHalf(const Tensor& t) { return t.data_type() == kFloat16; }
 
+// x's strides when it has the output's shape, else its broadcast strides
+// (stored in *buf). Element-wise ops run once per call from Python, so the
+// common case should not allocate.
+const Strides* OperandStrides(const Tensor& x, const Shape& out_shape, const char* name,
+                              Strides* buf) {
+  if (x.shape() == out_shape) return &x.stride();
+  *buf = BroadcastStrides(x, out_shape, name);
+  return buf;
+}
+
+// x, or a copy of it in *copy when writing out would overwrite x's
+// elements before they are read. A reference, so that the closure's capture
+// is the only copy of an operand.
+const Tensor& Operand(const Tensor& x, const Tensor& out, Tensor* copy) {
+  if (SafeToWriteOver(x, out)) return x;
+  *copy = Unaliased(x, out);
+  return *copy;
+}
+
+// Strides of a scalar operand of an ndim-dimensional op (in *buf only for
+// more dimensions than views usually have).
+const Strides* ScalarStrides(size_t ndim, Strides* buf) {
+  static const Strides zeros(64, 0);
+  if (ndim <= zeros.size()) return &zeros;
+  buf->assign(ndim, 0);
+  return buf;
+}
+
 template <typename Op>
 void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
   CheckSameDevice(name, x, *out);
@@ -22,15 +50,13 @@ void UnaryInto(const char* name, const Tensor& x, Tensor* out, Op op = Op()) {
     return;
   }
   if (out->Size() == 0) return;
-  Strides xs = BroadcastStrides(x, out->shape(), name);
-  Tensor src = x;
-  if (!SafeToWriteOver(x, *out)) {
-    src = Unaliased(x, *out);
-    xs = BroadcastStrides(src, out->shape(), name);
-  }
+  Tensor copy;
+  const Tensor& src = Operand(x, *out, &copy);
+  Strides broadcast;
+  const Strides* xs = OperandStrides(src, out->shape(), name, &broadcast);
   CheckComputeType(name, x.data_type());
-  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), &xs});
-  Tensor o = *out;
+  ElemSpace sp = MakeElemSpace(out->shape(), {&out->stride(), xs});
+  Tensor& o = *out;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
       [sp, src, o, op](Context* ctx) mutable {
         SINGA_TYPE_SWITCH(o.data_type(), T,
@@ -55,6 +81,8 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   if (b) {
     CheckSameDevice(name, a, *b);
     CheckSameDtype(name, a, *b);
+  }
+  if (b && !(a.shape() == out->shape() && b->shape() == out->shape())) {
     Shape s = BroadcastShape(a.shape(), b->shape(), name);
     SINGA_CHECK(BroadcastShape(s, out->shape(), name) == out->shape(),
                 ShapeError, name, ": result of shape ", s,
@@ -69,16 +97,18 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
     return;
   }
   if (out->Size() == 0) return;
-  Tensor ta = Unaliased(a, *out);
-  Tensor tb = b ? Unaliased(*b, *out) : Tensor();
-  Strides sa = BroadcastStrides(ta, out->shape(), name);
-  Strides sb = b ? BroadcastStrides(tb, out->shape(), name)
-                 : Strides(out->nDim(), 0);
+  Tensor a_copy, b_copy;
+  const Tensor& ta = Operand(a, *out, &a_copy);
+  const Tensor& tb = b ? Operand(*b, *out, &b_copy) : b_copy;
+  Strides a_broadcast, b_broadcast;
+  const Strides* sa = OperandStrides(ta, out->shape(), name, &a_broadcast);
+  const Strides* sb = b ? OperandStrides(tb, out->shape(), name, &b_broadcast)
+                        : ScalarStrides(out->nDim(), &b_broadcast);
   CheckComputeType(name, a.data_type());
   ElemSpace sp = b_scalar && scalar_first
-                     ? MakeElemSpace(out->shape(), {&out->stride(), &sb, &sa})
-                     : MakeElemSpace(out->shape(), {&out->stride(), &sa, &sb});
-  Tensor o = *out;
+                     ? MakeElemSpace(out->shape(), {&out->stride(), sb, sa})
+                     : MakeElemSpace(out->shape(), {&out->stride(), sa, sb});
+  Tensor& o = *out;
   const bool has_scalar = b_scalar != nullptr;
   const float scalar = has_scalar ? *b_scalar : 0.f;
   SINGA_LANG_SWITCH(o.device(), Lang, o.device()->Exec(
@@ -106,8 +136,10 @@ void BinaryInto(const char* name, const Tensor& a, const Tensor* b,
   Tensor Name(const Tensor& a, const Tensor& b) {                         \
     CheckSameDevice(#Name, a, b);                                         \
     CheckSameDtype(#Name, a, b);                                          \
-    Tensor out(BroadcastShape(a.shape(), b.shape(), #Name), a.device(),   \
-               a.data_type());                                            \
+    Tensor out = a.shape() == b.shape()                                   \
+                     ? Tensor(a.shape(), a.device(), a.data_type())       \
+                     : Tensor(BroadcastShape(a.shape(), b.shape(), #Name), \
+                              a.device(), a.data_type());                 \
     BinaryInto<op::Name>(#Name, a, &b, nullptr, false, &out);             \
     return out;                                                           \
   }                                                                       \
@@ -271,6 +303,7 @@ Tensor Min(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 }
 
 float SumAll(const Tensor& x) {
+  x.device()->CheckHostRead("SumAll");
   Tensor s = Sum(x.data_type() == kFloat32 ? x : x.AsType(kFloat32), {}, false);
   float v = 0;
   s.CopyDataToHostPtr(&v, sizeof(float));
