@@ -21,7 +21,7 @@ import _harness  # noqa: E402
 from common import best_time, print_table  # noqa: E402
 
 OPS = ("add 4M", "mul 4M", "exp 4M", "relu 4M", "sum axis0 2048^2", "sum axis1 2048^2",
-       "transpose copy 2048^2", "a+b 4x4 (per call)")
+       "transpose copy 2048^2", "a+b 4x4 (per call)", "cast f32->f16 4M", "cast f16->f32 4M")
 GEMMS = (256, 1024)
 
 
@@ -53,9 +53,11 @@ def singa_ops(threads, quick=False):
     singa.set_num_threads(threads)
     x, y, m, small, gemm = _inputs()
     sx, sy, sm, ss = (tensor.from_numpy(v) for v in (x, y, m, small))
+    sh = sx.as_type(tensor.float16)
     fns = [lambda: sx + sy, lambda: sx * sy, lambda: tensor.exp(sx), lambda: tensor.relu(sx),
            lambda: tensor.sum(sm, 0), lambda: tensor.sum(sm, 1),
-           lambda: sm.T.contiguous(), lambda: ss + ss]
+           lambda: sm.T.contiguous(), lambda: ss + ss,
+           lambda: sx.as_type(tensor.float16), lambda: sh.as_type(tensor.float32)]
     g = {}
     for size, (a, b) in gemm.items():
         sa, sb = tensor.from_numpy(a), tensor.from_numpy(b)
@@ -70,9 +72,10 @@ def numpy_ops(threads, quick=False):
     except ImportError:  # OPENBLAS_NUM_THREADS, set by the harness, still applies
         pass
     x, y, m, small, gemm = _inputs()
+    h = x.astype(np.float16)
     fns = [lambda: x + y, lambda: x * y, lambda: np.exp(x), lambda: np.maximum(x, 0),
            lambda: m.sum(0), lambda: m.sum(1), lambda: np.ascontiguousarray(m.T),
-           lambda: small + small]
+           lambda: small + small, lambda: x.astype(np.float16), lambda: h.astype(np.float32)]
     g = {size: (lambda a=a, b=b: a @ b) for size, (a, b) in gemm.items()}
     return _time_all(fns, g, quick)
 
@@ -82,9 +85,10 @@ def torch_ops(threads, quick=False):
     torch.set_num_threads(threads)
     x, y, m, small, gemm = _inputs()
     tx, ty, tm, ts = (torch.from_numpy(v) for v in (x, y, m, small))
+    th = tx.half()
     fns = [lambda: tx + ty, lambda: tx * ty, lambda: torch.exp(tx), lambda: torch.relu(tx),
            lambda: tm.sum(0), lambda: tm.sum(1), lambda: tm.t().contiguous(),
-           lambda: ts + ts]
+           lambda: ts + ts, lambda: tx.half(), lambda: th.float()]
     g = {}
     for size, (a, b) in gemm.items():
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)

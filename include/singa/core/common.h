@@ -119,7 +119,10 @@ class Block : public std::enable_shared_from_this<Block> {
   std::shared_ptr<Device> device_;
 };
 
-// IEEE binary16 <-> binary32 conversion, round to nearest even.
+// IEEE binary16 <-> binary32 conversion, round to nearest even. A NaN stays
+// NaN with its quiet bit set and its payload's top bits kept, bit for bit
+// what the F16C instructions (vcvtps2ph, vcvtph2ps) give, so the scalar and
+// vector CPU kernels agree on every input.
 inline float HalfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -138,7 +141,7 @@ inline float HalfToFloat(uint16_t h) {
              (man & 0x3ffu) << 13;
     }
   } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | man << 13;
+    bits = sign | 0x7f800000u | (man != 0 ? 0x400000u : 0u) | man << 13;
   } else {
     bits = sign | (exp + 127 - 15) << 23 | man << 13;
   }
@@ -153,7 +156,8 @@ inline uint16_t FloatToHalf(float f) {
   uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u)  // inf or nan
-    return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
+    return sign | 0x7c00u |
+           (absx > 0x7f800000u ? 0x200u | (absx & 0x7fffffu) >> 13 : 0u);
   if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504
   if (absx < 0x38800000u) {                        // result is subnormal
     if (absx < 0x33000000u) return sign;           // below half the tiniest
