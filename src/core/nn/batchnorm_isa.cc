@@ -38,26 +38,13 @@ namespace {
 constexpr long kParallelWork = 1L << 15;
 constexpr int kLanes = 32;
 constexpr int kFlush = 8192;
+constexpr int kShiftSamples = 8;
 
 // Channels per block: one block per thread, so each walks its channels
 // sample by sample through runs of contiguous memory.
 inline int BlockChannels(int c, long work) {
   const int threads = work > kParallelWork ? omp_get_max_threads() : 1;
   return (c + threads - 1) / threads;
-}
-
-// Sum of s[0, len).
-inline float SegmentSum(const float* s, int len) {
-  float acc[kLanes] = {};
-  int j = 0;
-  for (; j + kLanes <= len; j += kLanes)
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) acc[l] += s[j + l];
-  float t = 0.f;
-#pragma omp simd reduction(+ : t)
-  for (int k = j; k < len; ++k) t += s[k];
-  for (int l = 0; l < kLanes; ++l) t += acc[l];
-  return t;
 }
 
 // Two running sums per channel of a block: float lanes that carry on
@@ -131,12 +118,19 @@ void BatchNormForwardTraining(const float* x, const float* scale,
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * cb, c1 = std::min(c, c0 + cb);
-    // Sums of x - k and (x - k)^2 around k, the channel's mean in the first
-    // sample: near the mean, so E[(x-k)^2] - E[x-k]^2 does not cancel even
-    // when |mean| is large against the spread.
+    // Sums of x - k and (x - k)^2 around k, an estimate of the channel's
+    // mean from the first value of up to kShiftSamples planes spread over
+    // the batch: near the mean, so E[(x-k)^2] - E[x-k]^2 does not cancel
+    // even when |mean| is large against the spread or one sample sits far
+    // from the others.
+    const int picks = std::min(n, kShiftSamples);
     std::vector<float> k(c1 - c0), mul(c1 - c0);
-    for (int ch = c0; ch < c1; ++ch)
-      k[ch - c0] = SegmentSum(x + size_t(ch) * hw, hw) / float(hw);
+    for (int ch = c0; ch < c1; ++ch) {
+      double first = 0.0;
+      for (int t = 0; t < picks; ++t)
+        first += x[(size_t(long(t) * n / picks) * c + ch) * hw];
+      k[ch - c0] = float(first / picks);
+    }
     BlockSums sums(c1 - c0);
     for (int i = 0; i < n; ++i) {
       for (int ch = c0; ch < c1; ++ch) {
