@@ -37,6 +37,7 @@ namespace {
 
 constexpr long kParallelWork = 1L << 15;
 constexpr int kLanes = 32;
+constexpr int kShortLanes = 8;
 constexpr int kFlush = 8192;
 constexpr int kShiftSamples = 8;
 
@@ -65,6 +66,13 @@ class BlockSums {
     for (; j + kLanes <= len; j += kLanes)
 #pragma omp simd
       for (int l = 0; l < kLanes; ++l) {
+        a[l] += u(j + l);
+        b[l] += v(j + l);
+      }
+    // Short planes (4x4 is 16 values) and tails: one AVX2 vector at a time.
+    for (; j + kShortLanes <= len; j += kShortLanes)
+#pragma omp simd
+      for (int l = 0; l < kShortLanes; ++l) {
         a[l] += u(j + l);
         b[l] += v(j + l);
       }
