@@ -15,6 +15,7 @@
 #endif
 
 #include "conv_engine.h"
+#include "isa_vec.h"
 
 #ifndef SINGA_ISA_NS
 #error "conv_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
@@ -26,23 +27,6 @@ namespace SINGA_ISA_NS {
 
 namespace {
 
-#if SINGA_ISA_LEVEL >= 2
-constexpr int kVW = 16;
-#elif SINGA_ISA_LEVEL == 1
-constexpr int kVW = 8;
-#else
-constexpr int kVW = 4;
-#endif
-
-typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
-typedef int32_t IVec __attribute__((vector_size(kVW * sizeof(int32_t))));
-
-inline Vec Load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 inline Vec Splat(float x) { return Vec{} + x; }
 // Lanes [lo, hi) of the vector at p, zero elsewhere; lanes outside [lo, hi)
 // are not read, so p + lane may lie outside the buffer there (the zero

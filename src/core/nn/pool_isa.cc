@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "isa_vec.h"
 #include "nn_isa.h"
 
 #ifndef SINGA_ISA_NS
@@ -24,22 +25,6 @@ namespace SINGA_ISA_NS {
 namespace {
 
 constexpr long kParallelWork = 1L << 15;
-
-#if SINGA_ISA_LEVEL >= 2
-constexpr int kVW = 16;
-#elif SINGA_ISA_LEVEL == 1
-constexpr int kVW = 8;
-#else
-constexpr int kVW = 4;
-#endif
-typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
-typedef int32_t IVec __attribute__((vector_size(kVW * sizeof(int32_t))));
-
-inline Vec Load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2 * kVW floats at p.
 inline void Deinterleave(const float* p, Vec* even, Vec* odd) {

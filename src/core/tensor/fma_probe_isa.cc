@@ -2,6 +2,7 @@
 // machine's peak (CpuFmaPeak in cpu_isa.h). Compiled once per ISA family.
 #include <cstdint>
 
+#include "isa_vec.h"
 #include "singa/core/cpu_isa.h"
 
 #ifndef SINGA_ISA_NS
@@ -12,21 +13,12 @@ namespace singa {
 namespace cpu {
 namespace SINGA_ISA_NS {
 
-#if SINGA_ISA_LEVEL >= 2
-constexpr int kVW = 16;
-#elif SINGA_ISA_LEVEL == 1
-constexpr int kVW = 8;
-#else
-constexpr int kVW = 4;
-#endif
-
 int FmaProbeFlops() { return 12 * 2 * kVW; }
 
 // `iters` rounds of 12 independent vector multiply-adds, enough chains to
 // cover the latency of two FMA pipes. Returns a value that depends on every
 // lane so the loop is not optimised away.
 float FmaProbe(int64_t iters) {
-  typedef float Vec __attribute__((vector_size(kVW * sizeof(float))));
   const Vec mul = Vec{} + 0.9999f, add = Vec{} + 1e-4f;
   // Twelve named accumulators: an array would be kept in memory around the
   // asm statement below, turning the loop into loads and stores.
