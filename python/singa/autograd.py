@@ -419,8 +419,9 @@ def _propagate(root, root_index, g0, deps):
             if t.stores_grad:
                 yield t, _owned(gs.get(0) if gs else None, t, handed)
             continue
-        for i, t in stored.pop(op, {}).items():
-            yield t, _owned(gs.get(i) if gs else None, t, handed)
+        if stored:
+            for i, t in stored.pop(op, {}).items():
+                yield t, _owned(gs.get(i) if gs else None, t, handed)
         src, needs = op.src, op._needs_grad
         if gs and True in needs:
             if op.n_outputs == 1:
