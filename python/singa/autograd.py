@@ -483,6 +483,12 @@ def _plan(root, walked):
         for s in it:
             src_op = s[0]
             if src_op.requires_grad and src_op not in done:
+                if isinstance(src_op, Dummy):
+                    # a leaf: visited here, without a stack entry
+                    done.add(src_op)
+                    if src_op.tensor.stores_grad:
+                        needed.add(src_op)
+                    continue
                 if src_op.src is None:
                     raise ValueError(_RELEASED.format(src_op.name))
                 stack.append((src_op, iter(src_op.src)))
@@ -490,10 +496,6 @@ def _plan(root, walked):
         else:
             stack.pop()
             done.add(op)
-            if isinstance(op, Dummy):
-                if op.tensor.stores_grad:
-                    needed.add(op)
-                continue
             walked.append(op)
             needs = []
             for src_op, _, _, stores_grad in op.src:
