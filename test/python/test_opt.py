@@ -266,7 +266,7 @@ def test_axpy_forms_match_numpy():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("shape", [(7,), (33, 1031), (256, 300)])
+@pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031), (256, 300)])
 @pytest.mark.parametrize("wd,nesterov", [(0.0, False), (0.01, False), (0.1, True)])
 def test_sgd_momentum_step_matches_float64(shape, wd, nesterov, threads):
     # the fused pass against the formulas in float64, over odd sizes (SIMD

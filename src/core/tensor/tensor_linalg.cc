@@ -348,8 +348,8 @@ void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool 
 #pragma omp parallel num_threads(nth) if (nth > 1)
         {
           const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-          // 16-element chunks keep each thread's part aligned like the whole
-          const int64_t per = (n / nt + 15) / 16 * 16;
+          // parts of whole 16-element chunks keep each aligned like the whole
+          const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
           const int64_t lo = std::min<int64_t>(n, per * t), hi = std::min<int64_t>(n, lo + per);
           if (wd) {
             if (nesterov) SgdRun<true, true>(a, lo, hi); else SgdRun<true, false>(a, lo, hi);
