@@ -434,7 +434,7 @@ void Conv2dBackwardData(const float* dy, const float* w, float* dx,
 void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
                           const ConvParams& p) {
   p.Validate();
-  if (WinogradWeightEligible(p)) return RunWinogradWeight(x, dy, dw, p);
+  if (WinogradWeightEligible(p) && RunWinogradWeight(x, dy, dw, p)) return;
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;

@@ -23,7 +23,9 @@
 namespace singa {
 namespace cpu {
 
-SINGA_ISA_DECLARE(void WinogradWeightGradient(const float* x, const float* dy,
+// Writes dw and returns true, or returns false (dw untouched) when its
+// scratch memory cannot be allocated.
+SINGA_ISA_DECLARE(bool WinogradWeightGradient(const float* x, const float* dy,
                                               float* dw, const ConvParams& p);)
 
 // Whether the Winograd weight gradient serves p (already validated): a 3x3,
@@ -35,7 +37,7 @@ inline bool WinogradWeightEligible(const ConvParams& p) {
          p.dh == 1 && p.dw == 1 && p.c >= 16 && p.oc >= 16;
 }
 
-inline void RunWinogradWeight(const float* x, const float* dy, float* dw,
+inline bool RunWinogradWeight(const float* x, const float* dy, float* dw,
                               const ConvParams& p) {
   SINGA_ISA_DISPATCH(WinogradWeightGradient(x, dy, dw, p));
 }
