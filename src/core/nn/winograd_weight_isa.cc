@@ -332,26 +332,30 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
 #else
   const int threads = 1;
 #endif
-  // Threads form `groups` x `parts`: a group sums a range of tile rows, a
-  // part a range of M's row panels (output channels), each transforming the
-  // x tiles of its range whole and the dy tiles for its channels. Parts
-  // split the products without partial sums, so up to four threads add in
-  // the order of one; more threads also split the tiles into groups whose
-  // copies of M are added in group order at the end. No barrier but that
-  // one, so a descheduled thread does not hold the others up every block.
+  // Threads form `groups` x `parts`: a group sums a range of tile rows into
+  // its own copy of M (the copies are added in group order at the end), a
+  // part a range of M's row panels (output channels), transforming the x
+  // tiles of its group whole and the dy tiles for its channels. Groups cost
+  // one more pass over a copy of M (16 K C floats); parts repeat the x
+  // transform (16 C floats written per tile), so parts are taken only when
+  // there are fewer than 4 K tiles (on ResNet-18 at batch 32 or 64: the
+  // 512@4 layer). Copies of M are kept within about 64 MiB. No barrier but the one before the last sum, so a
+  // descheduled thread does not hold the others up every block.
   const int kpanels = pl.kp / kMR;
+  const int64_t msz = int64_t(kPos) * pl.kp * pl.cp;
   int parts = 1;
-  for (int q : {4, 3, 2})
-    if (threads % q == 0 && q <= kpanels) {
-      parts = q;
-      break;
-    }
-  pl.groups = int(std::min<int64_t>(threads / parts, rows));
+  if (rows * pl.tx < 4 * int64_t(p.oc))
+    for (int q : {4, 3, 2})
+      if (threads % q == 0 && q <= kpanels) {
+        parts = q;
+        break;
+      }
+  pl.groups = int(std::clamp<int64_t>(
+      std::min<int64_t>(threads / parts, (int64_t(1) << 24) / msz), 1, rows));
   const int team = pl.groups * parts;
   const int part_panels = int((kpanels + parts - 1) / parts);
   const int64_t ldz = OddLines(RoundUp(int64_t(part_panels) * kMR, kVW));
   // M for every group, then each thread's V, Z and gathered rows.
-  const int64_t msz = int64_t(kPos) * pl.kp * pl.cp;
   const int64_t vsz = kPos * pl.tb * pl.ldv, zsz = kPos * pl.tb * ldz;
   const int64_t gather = RoundUp(4 * (2 * pl.tx + 2) * kVW, 16);
   const int64_t own = vsz + zsz + gather;
