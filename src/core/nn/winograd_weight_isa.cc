@@ -6,13 +6,14 @@
 // V[pos][tile][c] and the transformed dy tiles to Z[pos][tile][k], channels
 // fastest, so both transforms run on whole vectors of channels; then for
 // each of the 16 positions M[pos] (+)= Z[pos]^T V[pos], a product whose
-// reduction runs over the block's tiles. A block is sized so one position's
-// V stays in L2 while the register tiles sweep it. Last, dw = A^T M A.
+// reduction runs over the block's tiles. Blocks are sized by measurement
+// (see WinogradWeightGradient). Last, dw = A^T M A.
 //
-// Threads share the work of each phase (tile rows for the transforms,
-// position and row-panel of M for the products, rows of dw at the end);
-// every element of M is always summed by one thread over the tiles in the
-// same order, so the result does not depend on the schedule.
+// Each thread runs that loop on its own share: a range of tile rows (its
+// group, summed into the group's own copy of M) and a range of M's rows
+// (its part of the output channels). Every element of M is summed by one
+// thread over its tiles in a fixed order and the groups' copies are added
+// in group order, so the result does not depend on the schedule.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -315,11 +316,12 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
   pl.cp = int(RoundUp(p.c, kNR));
   pl.kp = int(RoundUp(p.oc, kMR));
   pl.ldv = OddLines(pl.cp);
-  // Tiles per block: at least enough that every position's V and Z stay
-  // in about 32 KiB floats (128 KiB) of L2 each, and, where M is large next
-  // to them, enough to amortise reading and writing M once per block
-  // (K C / (K + C) tiles make the two traffics equal). Measured on the
-  // ResNet-18 layers: 64@32 runs best near 48 tiles, 512@4 from 128 up.
+  // Tiles per block: as many as keep the block's V and Z, all 16
+  // positions, within 128 Ki floats (512 KiB, half of this EPYC's L2), or,
+  // where M is large next to them, enough to amortise reading and writing
+  // M once per block (K C / (K + C) tiles make the two traffics equal).
+  // Measured on the ResNet-18 layers at 1 thread: 64@32 runs best near 48
+  // tiles (0.8x the time at 256), 512@4 from 128 up (0.8x the time at 32).
   const int64_t fit = (int64_t(1) << 13) / (pl.ldv + OddLines(pl.kp));
   const int64_t amortise = int64_t(p.c) * p.oc / (p.c + p.oc);
   const int64_t target = std::clamp<int64_t>(std::max(fit, amortise), 16, 256);
