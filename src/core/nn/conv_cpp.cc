@@ -28,6 +28,7 @@
 
 #include "singa/core/nn_kernels.h"
 
+#include "conv_direct.h"
 #include "conv_engine.h"
 
 namespace singa {
@@ -92,6 +93,15 @@ void RunNnSlab(const NnJob& j, int64_t q0, int64_t q1, int m0, int m1,
 int NtRows() { SINGA_ISA_DISPATCH(NtRowsPerTile()); }
 size_t NtWork(const NtJob& j, int64_t cols, int rows) {
   SINGA_ISA_DISPATCH(NtWorkFloats(j, cols, rows));
+}
+size_t DirectDxWork(const DirectDxJob& j) {
+  SINGA_ISA_DISPATCH(DirectDxWorkFloats(j));
+}
+void ClearDirectDx(const DirectDxJob& j, float* work) {
+  SINGA_ISA_DISPATCH(DirectDxClear(j, work));
+}
+void RunDirectDx(const DirectDxJob& j, int b, float* work) {
+  SINGA_ISA_DISPATCH(DirectDxImage(j, b, work));
 }
 void RunNtBlock(const NtJob& j, int64_t q0, int64_t q1, int k0, int k1,
                 float* c, int64_t ldc, bool accumulate, float* work) {
@@ -263,6 +273,40 @@ void Conv2dForward(const float* x, const float* w, const float* b, float* y,
 
 namespace {
 
+// Input channels up to which the direct form (conv_direct.h) computes dx:
+// above them the scatter form's tile rows (c * kh * kw) are full enough.
+constexpr int kDirectDxMaxC = 4;
+
+bool UseDirectDx(const ConvParams& p) {
+  return p.groups == 1 && p.c <= kDirectDxMaxC && p.sh == 1 && p.sw == 1 &&
+         p.dh == 1 && p.dw == 1 && p.kh <= kDirectDxMaxK;
+}
+
+// Called with UseDirectDx(p): threads take whole images.
+void BackwardDataDirect(const float* dy, const float* w, float* dx,
+                        const ConvParams& p) {
+  const int kk = p.kh * p.kw;
+  float* wf = ThreadWork(size_t(p.c) * p.oc * kk, 1);
+  for (int c = 0; c < p.c; ++c)
+    for (int m = 0; m < p.oc; ++m) {
+      const float* src = w + (int64_t(m) * p.c + c) * kk;
+      float* dst = wf + (int64_t(c) * p.oc + m) * kk;
+      for (int t = 0; t < kk; ++t) dst[t] = src[kk - 1 - t];
+    }
+  const DirectDxJob job{dy, wf, dx, p.c, p.h, p.w, p.oc, p.oh(), p.ow(),
+                        p.kh, p.kw, p.pad_t, p.pad_l};
+  const size_t work = DirectDxWork(job);
+  const int threads = std::min<int>(
+      p.n, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* buf = ThreadWork(work);
+    ClearDirectDx(job, buf);
+#pragma omp for schedule(static)
+    for (int b = 0; b < p.n; ++b) RunDirectDx(job, b, buf);
+  }
+}
+
 // dx as col2im fused into the product: rows (cc, ki, kj) of w^T times dy,
 // each added into dx where the forward window read it. Chosen when dy has at
 // least as many channels as dx: packing dy is then a plain copy shared by
@@ -271,6 +315,7 @@ namespace {
 // shifted copies of dy for only cg rows.
 void BackwardDataScatter(const float* dy, const float* w, float* dx,
                          const ConvParams& p) {
+  if (UseDirectDx(p)) return BackwardDataDirect(dy, w, dx, p);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;
