@@ -305,7 +305,7 @@ static void TestEngineCases() {
 // sizes, tails of the two-vector tile, even and wide kernels, pads beyond
 // the kernel, rows of P skipped at the edges, output channels split into
 // several packed groups; the strided and grouped cases of the same sizes
-// take the other forms. 1 and 2 threads.
+// take the other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
 static void TestDirectDx() {
   const int saved = omp_get_max_threads();
   for (int t : {1, 2}) {
@@ -336,6 +336,19 @@ static void TestDirectDx() {
     }
     TestConv("small c 9x9 kernel" + th,
              CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
+    // 1x1 stride 2 (the written-whole rows of BackwardDataPointwiseS2): odd
+    // and even sizes, rows longer than a tile, groups, and bottom/right pads
+    // that do or do not add an output row past the input.
+    TestConv("1x1 s2 odd" + th,
+             CP(2, 8, 7, 37, 16, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), true);
+    TestConv("1x1 s2 wide" + th,
+             CP(2, 16, 32, 32, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("1x1 s2 groups" + th,
+             CP(3, 6, 10, 33, 12, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 2), false);
+    TestConv("1x1 s2 pad odd" + th,
+             CP(2, 4, 5, 7, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1), true);
+    TestConv("1x1 s2 pad even" + th,
+             CP(2, 4, 6, 6, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1), true);
   }
   omp_set_num_threads(saved);
 }

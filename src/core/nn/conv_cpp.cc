@@ -18,6 +18,10 @@
 #include <omp.h>
 #endif
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -307,6 +311,62 @@ void BackwardDataDirect(const float* dy, const float* w, float* dx,
   }
 }
 
+// d[0:n] = 0, the aligned part with stores that bypass the caches.
+void ZeroStreaming(float* d, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i < n && reinterpret_cast<uintptr_t>(d + i) % 16 != 0; ++i) d[i] = 0.f;
+  const __m128 z = _mm_setzero_ps();
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(d + i, z);
+#endif
+  for (; i < n; ++i) d[i] = 0.f;
+}
+
+// 1x1 kernels at stride 2 without padding (a ResNet shortcut): dx is
+// w^T dy at the pixels of even row and column and zero elsewhere. One plain
+// product writes each even row whole, the zeros between its pixels included
+// (NnJob::gap_w), and the odd rows are cleared whole: dx is written once,
+// rather than cleared and then added into at every other float.
+void BackwardDataPointwiseS2(const float* dy, const float* w, float* dx,
+                             const ConvParams& p) {
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
+  const int cg = p.c / p.groups, mg = p.oc / p.groups;
+  float* wt = ThreadWork(size_t(p.oc) * cg, 1);
+  for (int g = 0; g < p.groups; ++g)
+    Transpose(w + int64_t(g) * mg * cg, mg, cg, wt + int64_t(g) * cg * mg);
+  const int zero = 0;
+  std::vector<NnJob> jobs;
+  for (int g = 0; g < p.groups; ++g) {
+    NnJob j;
+    j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg, 1,
+                  1, &zero, &zero};
+    j.grid = Grid{p.n, oh, ow};
+    j.M = cg;
+    j.a = wt + int64_t(g) * cg * mg;
+    j.lda = mg;
+    j.bias = nullptr;
+    j.out = dx + int64_t(g) * cg * plane;
+    j.out_img = p.c * plane;
+    j.out_ch = plane;
+    j.obase = 0;
+    j.osy = 2 * int64_t(p.w);
+    j.osx = 2;
+    j.kc = mg;
+    j.gap_w = p.w;
+    jobs.push_back(j);
+  }
+  const int64_t planes = int64_t(p.n) * p.c;
+#pragma omp parallel for schedule(static) if (planes * plane > kParallelMacs)
+  for (int64_t q = 0; q < planes; ++q)
+    for (int iy = 1; iy < p.h; iy += 2)
+      ZeroStreaming(dx + q * plane + int64_t(iy) * p.w, p.w);
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+  RunNn(jobs);
+}
+
 // dx as col2im fused into the product: rows (cc, ki, kj) of w^T times dy,
 // each added into dx where the forward window read it. Chosen when dy has at
 // least as many channels as dx: packing dy is then a plain copy shared by
@@ -316,6 +376,10 @@ void BackwardDataDirect(const float* dy, const float* w, float* dx,
 void BackwardDataScatter(const float* dy, const float* w, float* dx,
                          const ConvParams& p) {
   if (UseDirectDx(p)) return BackwardDataDirect(dy, w, dx, p);
+  if (p.kh == 1 && p.kw == 1 && p.sh == 2 && p.sw == 2 && p.pad_t == 0 &&
+      p.pad_l == 0 && 2 * (p.oh() - 1) < p.h && 2 * (p.ow() - 1) < p.w &&
+      p.oc / p.groups <= kMaxKc)
+    return BackwardDataPointwiseS2(dy, w, dx, p);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;
