@@ -357,13 +357,17 @@ void BackwardDataPointwiseS2(const float* dy, const float* w, float* dx,
     jobs.push_back(j);
   }
   const int64_t planes = int64_t(p.n) * p.c;
-#pragma omp parallel for schedule(static) if (planes * plane > kParallelMacs)
-  for (int64_t q = 0; q < planes; ++q)
-    for (int iy = 1; iy < p.h; iy += 2)
-      ZeroStreaming(dx + q * plane + int64_t(iy) * p.w, p.w);
+#pragma omp parallel if (planes * plane > kParallelMacs)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t q = 0; q < planes; ++q)
+      for (int iy = 1; iy < p.h; iy += 2)
+        ZeroStreaming(dx + q * plane + int64_t(iy) * p.w, p.w);
 #if defined(__SSE2__)
-  _mm_sfence();
+    // Each thread orders its streaming stores before the region ends.
+    _mm_sfence();
 #endif
+  }
   RunNn(jobs);
 }
 
