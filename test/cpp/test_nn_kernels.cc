@@ -346,6 +346,59 @@ static void TestWinogradWeight() {
            CP(2, 16, 5, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
 }
 
+// The direct data gradient for few input channels (conv_direct.h, stride 1,
+// one group, kernels up to 7 rows): one to four channels, odd and narrow
+// sizes, tails of the two-vector tile, even and wide kernels, pads beyond
+// the kernel, rows of P skipped at the edges, output channels split into
+// several packed groups; the strided and grouped cases of the same sizes
+// take the other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
+static void TestDirectDx() {
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    for (int c = 1; c <= 4; ++c) {
+      const std::string cs = " c=" + std::to_string(c) + th;
+      TestConv("direct dx 3x3 odd" + cs,
+               CP(2, c, 11, 19, 4 + c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+               c <= 2);
+      TestConv("direct dx 4x2 asym pads" + cs,
+               CP(2, c, 9, 33, 7, 4, 2, 1, 1, 2, 0, 1, 1, 1, 1, 1), false);
+      TestConv("direct dx 7x6 narrow" + cs,
+               CP(3, c, 7, 5, 6, 7, 6, 1, 1, 3, 2, 3, 4, 1, 1, 1), false);
+      TestConv("direct dx pad>kernel" + cs,
+               CP(2, c, 5, 6, 4, 2, 2, 1, 1, 3, 3, 2, 3, 1, 1, 1), c == 1);
+      TestConv("direct dx 5x5 lenet-like" + cs,
+               CP(3, c, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("direct dx 1x1" + cs,
+               CP(2, c, 6, 17, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      // 30 output channels of 42 x 56 padded planes: three packed groups.
+      TestConv("direct dx many groups" + cs,
+               CP(1, c, 40, 40, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+      TestConv("small c stride2" + cs,
+               CP(2, c, 11, 12, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+      TestConv("small c dilation2" + cs,
+               CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
+    }
+    TestConv("small c 9x9 kernel" + th,
+             CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
+    // 1x1 stride 2 (the written-whole rows of BackwardDataPointwiseS2): odd
+    // and even sizes, rows longer than a tile, groups, and bottom/right pads
+    // that do or do not add an output row past the input.
+    TestConv("1x1 s2 odd" + th,
+             CP(2, 8, 7, 37, 16, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), true);
+    TestConv("1x1 s2 wide" + th,
+             CP(2, 16, 32, 32, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("1x1 s2 groups" + th,
+             CP(3, 6, 10, 33, 12, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 2), false);
+    TestConv("1x1 s2 pad odd" + th,
+             CP(2, 4, 5, 7, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1), true);
+    TestConv("1x1 s2 pad even" + th,
+             CP(2, 4, 6, 6, 8, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1), true);
+  }
+  omp_set_num_threads(saved);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -392,6 +445,7 @@ static void TestConvAll() {
            CP(16, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
   TestEngineCases();
   TestWinogradWeight();
+  TestDirectDx();
 
   Vec buf(4096);
   const float* f = buf.data();

@@ -18,6 +18,10 @@
 #include <omp.h>
 #endif
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +32,7 @@
 
 #include "singa/core/nn_kernels.h"
 
+#include "conv_direct.h"
 #include "conv_engine.h"
 #include "winograd_weight.h"
 
@@ -93,6 +98,15 @@ void RunNnSlab(const NnJob& j, int64_t q0, int64_t q1, int m0, int m1,
 int NtRows() { SINGA_ISA_DISPATCH(NtRowsPerTile()); }
 size_t NtWork(const NtJob& j, int64_t cols, int rows) {
   SINGA_ISA_DISPATCH(NtWorkFloats(j, cols, rows));
+}
+size_t DirectDxWork(const DirectDxJob& j) {
+  SINGA_ISA_DISPATCH(DirectDxWorkFloats(j));
+}
+void ClearDirectDx(const DirectDxJob& j, float* work) {
+  SINGA_ISA_DISPATCH(DirectDxClear(j, work));
+}
+void RunDirectDx(const DirectDxJob& j, int b, float* work) {
+  SINGA_ISA_DISPATCH(DirectDxImage(j, b, work));
 }
 void RunNtBlock(const NtJob& j, int64_t q0, int64_t q1, int k0, int k1,
                 float* c, int64_t ldc, bool accumulate, float* work) {
@@ -264,6 +278,100 @@ void Conv2dForward(const float* x, const float* w, const float* b, float* y,
 
 namespace {
 
+// Input channels up to which the direct form (conv_direct.h) computes dx:
+// above them the scatter form's tile rows (c * kh * kw) are full enough.
+constexpr int kDirectDxMaxC = 4;
+
+bool UseDirectDx(const ConvParams& p) {
+  return p.groups == 1 && p.c <= kDirectDxMaxC && p.sh == 1 && p.sw == 1 &&
+         p.dh == 1 && p.dw == 1 && p.kh <= kDirectDxMaxK;
+}
+
+// Called with UseDirectDx(p): threads take whole images.
+void BackwardDataDirect(const float* dy, const float* w, float* dx,
+                        const ConvParams& p) {
+  const int kk = p.kh * p.kw;
+  float* wf = ThreadWork(size_t(p.c) * p.oc * kk, 1);
+  for (int c = 0; c < p.c; ++c)
+    for (int m = 0; m < p.oc; ++m) {
+      const float* src = w + (int64_t(m) * p.c + c) * kk;
+      float* dst = wf + (int64_t(c) * p.oc + m) * kk;
+      for (int t = 0; t < kk; ++t) dst[t] = src[kk - 1 - t];
+    }
+  const DirectDxJob job{dy, wf, dx, p.c, p.h, p.w, p.oc, p.oh(), p.ow(),
+                        p.kh, p.kw, p.pad_t, p.pad_l};
+  const size_t work = DirectDxWork(job);
+  const int threads = std::min<int>(
+      p.n, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* buf = ThreadWork(work);
+    ClearDirectDx(job, buf);
+#pragma omp for schedule(static)
+    for (int b = 0; b < p.n; ++b) RunDirectDx(job, b, buf);
+  }
+}
+
+// d[0:n] = 0, the aligned part with stores that bypass the caches.
+void ZeroStreaming(float* d, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i < n && reinterpret_cast<uintptr_t>(d + i) % 16 != 0; ++i) d[i] = 0.f;
+  const __m128 z = _mm_setzero_ps();
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(d + i, z);
+#endif
+  for (; i < n; ++i) d[i] = 0.f;
+}
+
+// 1x1 kernels at stride 2 without padding (a ResNet shortcut): dx is
+// w^T dy at the pixels of even row and column and zero elsewhere. One plain
+// product writes each even row whole, the zeros between its pixels included
+// (NnJob::gap_w), and the odd rows are cleared whole: dx is written once,
+// rather than cleared and then added into at every other float.
+void BackwardDataPointwiseS2(const float* dy, const float* w, float* dx,
+                             const ConvParams& p) {
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
+  const int cg = p.c / p.groups, mg = p.oc / p.groups;
+  float* wt = ThreadWork(size_t(p.oc) * cg, 1);
+  for (int g = 0; g < p.groups; ++g)
+    Transpose(w + int64_t(g) * mg * cg, mg, cg, wt + int64_t(g) * cg * mg);
+  const int zero = 0;
+  std::vector<NnJob> jobs;
+  for (int g = 0; g < p.groups; ++g) {
+    NnJob j;
+    j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg, 1,
+                  1, &zero, &zero};
+    j.grid = Grid{p.n, oh, ow};
+    j.M = cg;
+    j.a = wt + int64_t(g) * cg * mg;
+    j.lda = mg;
+    j.bias = nullptr;
+    j.out = dx + int64_t(g) * cg * plane;
+    j.out_img = p.c * plane;
+    j.out_ch = plane;
+    j.obase = 0;
+    j.osy = 2 * int64_t(p.w);
+    j.osx = 2;
+    j.kc = mg;
+    j.gap_w = p.w;
+    jobs.push_back(j);
+  }
+  const int64_t planes = int64_t(p.n) * p.c;
+#pragma omp parallel if (planes * plane > kParallelMacs)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t q = 0; q < planes; ++q)
+      for (int iy = 1; iy < p.h; iy += 2)
+        ZeroStreaming(dx + q * plane + int64_t(iy) * p.w, p.w);
+#if defined(__SSE2__)
+    // Each thread orders its streaming stores before the region ends.
+    _mm_sfence();
+#endif
+  }
+  RunNn(jobs);
+}
+
 // dx as col2im fused into the product: rows (cc, ki, kj) of w^T times dy,
 // each added into dx where the forward window read it. Chosen when dy has at
 // least as many channels as dx: packing dy is then a plain copy shared by
@@ -272,6 +380,11 @@ namespace {
 // shifted copies of dy for only cg rows.
 void BackwardDataScatter(const float* dy, const float* w, float* dx,
                          const ConvParams& p) {
+  if (UseDirectDx(p)) return BackwardDataDirect(dy, w, dx, p);
+  if (p.kh == 1 && p.kw == 1 && p.sh == 2 && p.sw == 2 && p.pad_t == 0 &&
+      p.pad_l == 0 && 2 * (p.oh() - 1) < p.h && 2 * (p.ow() - 1) < p.w &&
+      p.oc / p.groups <= kMaxKc)
+    return BackwardDataPointwiseS2(dy, w, dx, p);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;

@@ -74,6 +74,11 @@ struct NnJob {
   int64_t out_img, out_ch, obase, osy, osx;
   int kc;  // reduction block
   const TapRows* scatter = nullptr;
+  // When > 0 (with osx == 2 and kc covering the whole reduction): output
+  // rows are gap_w floats wide, and the float after each pixel written is
+  // set to zero where it lies in the row, so a stride-2 product writes its
+  // rows whole instead of every other float.
+  int gap_w = 0;
   bool dense() const { return osx == 1 && osy == grid.gw; }
 };
 

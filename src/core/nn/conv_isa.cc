@@ -541,6 +541,59 @@ bool ScatterTargets(const TapRows& s, float* out, const TileTaps& tt, int mr,
   return true;
 }
 
+// Stores v at p (aligned to a vector) bypassing the caches where the ISA
+// can: dx of a stride-2 product is written once and read only later.
+inline void StreamStore(float* p, Vec v) {
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+  _mm512_stream_ps(p, __m512(v));
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+  _mm256_stream_ps(p, __m256(v));
+#else
+  Store(p, v);
+#endif
+}
+
+// Rows [0, mr) of a tile (kNnCols floats per row at temp, its columns
+// starting at c0) written to a stride-2 output (NnJob::gap_w): each run's
+// values go to every other float, with zeros in between.
+void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
+                   const Run* runs, int nruns, int64_t c0,
+                   const int64_t* colofs) {
+  IVec lo, hi;
+  for (int l = 0; l < kVW; ++l) {
+    lo[l] = l % 2 ? kVW : l / 2;
+    hi[l] = l % 2 ? kVW : kVW / 2 + l / 2;
+  }
+  for (int u = 0; u < nruns; ++u) {
+    const Run& r = runs[u];
+    // Pixels whose following float is still in the row.
+    const int gapped =
+        2 * (r.qx + r.len - 1) + 1 < job.gap_w ? r.len : r.len - 1;
+    for (int i = 0; i < mr; ++i) {
+      const float* t = temp + i * kNnCols + (r.col - c0);
+      float* d = out_m + int64_t(i) * job.out_ch + colofs[r.col];
+      int j = 0;
+      const bool aligned = reinterpret_cast<uintptr_t>(d) % sizeof(Vec) == 0;
+      for (; j + kVW <= gapped; j += kVW) {
+        const Vec v = Load(t + j);
+        const Vec a = __builtin_shuffle(v, Vec{}, lo);
+        const Vec b = __builtin_shuffle(v, Vec{}, hi);
+        if (aligned) {
+          StreamStore(d + 2 * j, a);
+          StreamStore(d + 2 * j + kVW, b);
+        } else {
+          Store(d + 2 * j, a);
+          Store(d + 2 * j + kVW, b);
+        }
+      }
+      for (; j < r.len; ++j) {
+        d[2 * j] = t[j];
+        if (j < gapped) d[2 * j + 1] = 0.f;
+      }
+    }
+  }
+}
+
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 struct NnScratch {
@@ -654,6 +707,11 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
         }
         RowTargets(temp, kNnCols, mr, dst);
         kernel(kc, a, job.lda, mr, bp, dst, bias, false);
+        if (job.gap_w > 0) {
+          WriteWithGaps(job, out_m, temp, mr, runs + panel_run[p],
+                        panel_run[p + 1] - panel_run[p], c0, colofs);
+          continue;
+        }
         const int nc = int(std::min<int64_t>(kNnCols, ncols - c0));
         for (int i = 0; i < mr; ++i) {
           float* o = out_m + int64_t(i) * job.out_ch;
@@ -666,6 +724,10 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       }
     }
   }
+#if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
+  // Orders WriteWithGaps' streaming stores before whatever reads dx next.
+  if (job.gap_w > 0) _mm_sfence();
+#endif
 }
 
 // ---------------------------------------------------------------------- NT
