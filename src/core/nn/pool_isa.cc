@@ -50,11 +50,16 @@ inline V LoadV(const T* p) {
 }
 
 // A block of W outputs of the 2x2 pool takes lanes [0, W/2) from one place
-// and [W/2, W) from another: the next W/2 outputs of the same row (kSplit
-// false: one load and one store per array), or (kSplit) a piece of another
-// row, so rows of 4 outputs fill 8-lane vectors in pairs. Halves are
-// combined and split in registers: going through memory would stall on
-// store forwarding.
+// and [W/2, W) from another: the next W/2 outputs of the same row (kRow),
+// or a piece of another row, so rows of 4 outputs fill 8-lane vectors in
+// pairs. The outputs of two rows are W/2 apart when the rows have W/2
+// outputs (kAdjacent) and elsewhere otherwise (kApart); only kApart loads
+// and stores y, dy and argmax in halves. Halves are combined and split in
+// registers: going through memory would stall on store forwarding.
+enum Mode { kRow, kApart, kAdjacent };
+template <int M>
+using ModeC = std::integral_constant<int, M>;
+
 template <class V, bool kSplit, class T, int... L>
 inline V LoadPair(const T* p0, const T* p1, std::integer_sequence<int, L...>) {
   if constexpr (!kSplit) {
@@ -158,39 +163,61 @@ inline typename Lanes<W>::I Corners(int32_t at0, int32_t at1) {
   return Corners<W>(at0, at1, std::make_integer_sequence<int, W>());
 }
 
-// One block of a 2x2, stride-2, unpadded, undilated max pool. Taps are
-// taken in the generic loop's order with its rule, so results and argmax
-// agree exactly.
-template <int W, bool kSplit, bool kArgmax>
+// One block of a 2x2, stride-2, unpadded, undilated max pool. The result
+// must be the generic loop's: taps in the order (0,0) (0,1) (1,0) (1,1),
+// each taken when greater than the best so far or NaN, starting from -inf
+// with argmax -1; so the first maximum wins a tie, the last NaN wins, and
+// an all -inf window has argmax -1.
+//
+// kExact follows that rule tap by tap. The fast form assumes no NaN: it
+// compares the taps in pairs, left before right and top before bottom (the
+// same first maximum), and sets NaN lanes in *nan so the caller can redo
+// the rows exactly.
+template <int W, int kMode, bool kArgmax, bool kExact, class I>
 inline void MaxPool2x2Block(const float* __restrict x, int w,
                             float* __restrict y, int32_t* __restrict arg,
-                            Half h0, Half h1) {
+                            Half h0, Half h1, I* nan) {
   typedef typename Lanes<W>::F F;
-  typedef typename Lanes<W>::I I;
   const auto lanes = std::make_integer_sequence<int, W>();
   const float* t0 = x + h0.in;
-  const float* t1 = kSplit ? x + h1.in : t0 + W;
+  const float* t1 = kMode == kRow ? t0 + W : x + h1.in;
   const F a = LoadV<F>(t0), b = LoadV<F>(t1);
   const F c = LoadV<F>(t0 + w), d = LoadV<F>(t1 + w);
   const F v[4] = {Split<false>(a, b, lanes), Split<true>(a, b, lanes),
                   Split<false>(c, d, lanes), Split<true>(c, d, lanes)};
   const I at = Corners<W>(h0.at, h1.at);
-  const int32_t tap[4] = {0, 1, w, w + 1};
-  F best = F{} - std::numeric_limits<float>::infinity();
-  I idx = I{} - 1;
-  for (int t = 0; t < 4; ++t) {
-    const I take = (v[t] > best) | (v[t] != v[t]);
-    best = take ? v[t] : best;
-    if (kArgmax) idx = take ? at + tap[t] : idx;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  F best;
+  I idx;
+  if constexpr (kExact) {
+    const int32_t tap[4] = {0, 1, w, w + 1};
+    best = F{} + ninf;
+    idx = I{} - 1;
+    for (int t = 0; t < 4; ++t) {
+      const I take = (v[t] > best) | (v[t] != v[t]);
+      best = take ? v[t] : best;
+      if (kArgmax) idx = take ? at + tap[t] : idx;
+    }
+  } else {
+    *nan |= (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+    const I right_top = v[1] > v[0], right_bot = v[3] > v[2];
+    const F top = right_top ? v[1] : v[0], bot = right_bot ? v[3] : v[2];
+    const I lower = bot > top;
+    best = lower ? bot : top;
+    if (kArgmax)
+      // All -inf: nothing beat the start, argmax -1 (all bits set).
+      idx = (at + (lower ? (right_bot & 1) + w : right_top & 1)) |
+            (best == ninf);
   }
+  constexpr bool kSplit = kMode == kApart;
   StorePair<kSplit>(y + h0.out, y + h1.out, Reorder<true>(best, lanes));
   if (kArgmax)
     StorePair<kSplit>(arg + h0.out, arg + h1.out, Reorder<true>(idx, lanes));
 }
 
-// Lanes of backward blocks whose argmax lies outside their own window (an
-// argmax this forward did not make), kept per block width and tested once
-// per thread.
+// Lanes flagged by the blocks of each width, tested once per thread: NaN
+// inputs in the forward, and in the backward argmaxes outside their own
+// window (ones this forward did not make).
 struct Strays {
   typename Lanes<kVW>::I wide{};
   typename Lanes<8>::I eight{};
@@ -216,7 +243,7 @@ struct Strays {
 
 // Backward of one block: each window's four cells get dy where the argmax
 // points at them and 0 elsewhere, written once (no zero-fill pass).
-template <int W, bool kSplit>
+template <int W, int kMode>
 inline void MaxPool2x2BackBlock(const float* __restrict dy,
                                 const int32_t* __restrict arg,
                                 float* __restrict dx, int w, Half h0, Half h1,
@@ -224,6 +251,7 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
   typedef typename Lanes<W>::F F;
   typedef typename Lanes<W>::I I;
   const auto lanes = std::make_integer_sequence<int, W>();
+  constexpr bool kSplit = kMode == kApart;
   const F g =
       Reorder<false>(LoadPair<F, kSplit>(dy + h0.out, dy + h1.out), lanes);
   const I a =
@@ -235,7 +263,7 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
   const F z = F{};
   const F tl = m0 ? g : z, tr = m1 ? g : z, bl = m2 ? g : z, br = m3 ? g : z;
   float* t0 = dx + h0.in;
-  float* t1 = kSplit ? dx + h1.in : t0 + W;
+  float* t1 = kMode == kRow ? t0 + W : dx + h1.in;
   const F top0 = Merge<false>(tl, tr, lanes), top1 = Merge<true>(tl, tr, lanes);
   const F bot0 = Merge<false>(bl, br, lanes), bot1 = Merge<true>(bl, br, lanes);
   std::memcpy(t0, &top0, sizeof top0);
@@ -244,7 +272,7 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
   std::memcpy(t1 + w, &bot1, sizeof bot1);
 }
 
-// Calls block(Int<W>, kSplit, h0, h1) for vector blocks covering output
+// Calls block(Int<W>, ModeC<kMode>, h0, h1) for vector blocks covering output
 // rows [q0 * oh, q1 * oh) of planes q0 .. q1 - 1, and one(half) for single
 // outputs. Rows go two at a time: each gets whole kVW blocks (and on
 // AVX-512 one 8-lane block), then a piece of 4 outputs from each fills one
@@ -264,12 +292,10 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
   };
   auto full = [&](Half row) {
     for (int ox = 0; ox < wide; ox += kVW)
-      block(Int<kVW>(), std::false_type(), at(row, ox),
-            at(row, ox + kVW / 2));
+      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2));
     if constexpr (kVW >= 16)
       if (eight)
-        block(Int<8>(), std::false_type(), at(row, wide),
-              at(row, wide + 4));
+        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4));
   };
   auto rest = [&](Half row) {
     for (int ox = tail; ox < ow; ++ox) one(at(row, ox));
@@ -295,9 +321,12 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
     next();
     full(r0);
     full(r1);
-    if constexpr (kVW >= 8)
-      if (four)
-        block(Int<8>(), std::true_type(), at(r0, piece), at(r1, piece));
+    if constexpr (kVW >= 8) {
+      if (four && ow == 4)
+        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0));
+      else if (four)
+        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
+    }
     rest(r0);
     rest(r1);
   }
@@ -305,21 +334,29 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
     full(row);
     if constexpr (kVW >= 8)
       if (four)
-        block(Int<4>(), std::false_type(), at(row, piece), at(row, piece + 2));
+        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2));
     rest(row);
   }
 }
 
-template <bool kArgmax>
-void MaxPool2x2(const float* __restrict x, float* __restrict y,
-                int32_t* __restrict arg, const PoolParams& p, int oh, int ow,
-                long q0, long q1) {
+template <bool kArgmax, bool kExact, class N>
+void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
+                    int32_t* __restrict arg, const PoolParams& p, int oh,
+                    int ow, long q0, long q1, N* nan) {
   const int w = p.w;
   Rows2x2(
       p, oh, ow, q0, q1,
-      [&](auto width, auto split, Half h0, Half h1) {
-        MaxPool2x2Block<decltype(width)::value, decltype(split)::value,
-                        kArgmax>(x, w, y, arg, h0, h1);
+      [&](auto width, auto mode, Half h0, Half h1) {
+        constexpr int W = decltype(width)::value;
+        if constexpr (W == kVW)
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->wide);
+        else if constexpr (W == 8)
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->eight);
+        else
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->four);
       },
       [&](Half o) {
         const int32_t cell[4] = {0, 1, w, w + 1};
@@ -501,10 +538,22 @@ void MaxPoolForward(const float* x, float* y, int32_t* argmax,
     {
       const long nt = omp_get_num_threads(), t = omp_get_thread_num();
       const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
+      // The fast pass assumes no NaN; planes with one are redone exactly.
+      Strays nan;
       if (argmax)
-        MaxPool2x2<true>(x, y, argmax, p, pl.oh, pl.ow, q0, q1);
+        MaxPool2x2Pass<true, false>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
+                                    &nan);
       else
-        MaxPool2x2<false>(x, y, nullptr, p, pl.oh, pl.ow, q0, q1);
+        MaxPool2x2Pass<false, false>(x, y, nullptr, p, pl.oh, pl.ow, q0, q1,
+                                     &nan);
+      if (nan.any()) {
+        if (argmax)
+          MaxPool2x2Pass<true, true>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
+                                     &nan);
+        else
+          MaxPool2x2Pass<false, true>(x, y, nullptr, p, pl.oh, pl.ow, q0,
+                                      q1, &nan);
+      }
     }
     return;
   }
