@@ -520,7 +520,8 @@ static Vec Distinct(size_t n) {
 
 // The 2x2 stride-2 max-pool loops: rows of 3, 4, 5, 12, 13, 20 and 21
 // outputs (every block width, rows of 4 paired with the next row's, and
-// scalar tails), odd plane heights and widths (a last row or column no
+// scalar tails), 8-wide planes (their flat loop) and near misses of them,
+// odd plane heights and widths (a last row or column no
 // window covers, which the backward must zero), ceil mode on even sizes
 // (fast) and odd ones (general), padding (general), integer-valued inputs
 // (ties), NaN (the fast pass redoes those planes exactly) and all -inf
@@ -539,7 +540,9 @@ static void TestPool2x2Fast() {
                           {2, 2, 6, 10, 0, 0},  {1, 3, 6, 26, 0, 0},
                           {1, 3, 4, 40, 0, 0},  {1, 3, 5, 43, 0, 0},
                           {2, 3, 8, 8, 0, 1},   {2, 3, 9, 11, 0, 1},
-                          {2, 3, 8, 8, 1, 0},   {3, 7, 2, 8, 0, 0}};
+                          {2, 3, 8, 8, 1, 0},   {3, 7, 2, 8, 0, 0},
+                          {1, 5, 4, 8, 0, 0},   {2, 3, 12, 8, 0, 0},
+                          {2, 3, 9, 8, 0, 0},   {2, 3, 8, 9, 0, 0}};
     for (const Case& k : cases) {
       PoolParams p = PP(k.n, k.c, k.h, k.w, 2, 2, 2, 2, k.pad, k.pad, k.pad,
                         k.pad, 1, 1, k.ceil, 0);
