@@ -305,19 +305,21 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
   // back in x and in y and never straddle a plane. One flat loop with the
   // width known walks them; the general walk below spends as long on its
   // bookkeeping as on such a row's block.
-  if (kVW >= 8 && ow == 4 && w == 8 && p.h == 2 * oh && oh % 2 == 0) {
-    Half r0{q0 * size_t(p.h) * 8, size_t(q0) * oh * 4, 0};
-    int k = 0;
-    for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
-      block(Int<8>(), ModeC<kAdjacent>(), r0,
-            Half{r0.in + 16, r0.out + 4, r0.at + 16});
-      r0 = Half{r0.in + 32, r0.out + 8, r0.at + 32};
-      if (++k == oh / 2) {
-        k = 0;
-        r0.at = 0;
+  if constexpr (kVW >= 8) {
+    if (ow == 4 && w == 8 && p.h == 2 * oh && oh % 2 == 0) {
+      Half r0{q0 * size_t(p.h) * 8, size_t(q0) * oh * 4, 0};
+      int k = 0;
+      for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
+        block(Int<8>(), ModeC<kAdjacent>(), r0,
+              Half{r0.in + 16, r0.out + 4, r0.at + 16});
+        r0 = Half{r0.in + 32, r0.out + 8, r0.at + 32};
+        if (++k == oh / 2) {
+          k = 0;
+          r0.at = 0;
+        }
       }
+      return;
     }
-    return;
   }
   // The current row and its index within its plane.
   Half row{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
