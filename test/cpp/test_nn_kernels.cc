@@ -619,6 +619,80 @@ static Vec Distinct(size_t n) {
   return v;
 }
 
+// The 2x2 stride-2 max-pool loops: rows of 3, 4, 5, 12, 13, 20 and 21
+// outputs (every block width, rows of 4 paired with the next row's, and
+// scalar tails), 8-wide planes (their flat loop) and near misses of them,
+// odd plane heights and widths (a last row or column no
+// window covers, which the backward must zero), ceil mode on even sizes
+// (fast) and odd ones (general), padding (general), integer-valued inputs
+// (ties), NaN (the fast pass redoes those planes exactly) and all -inf
+// windows, at 1 and 3 threads (planes split unevenly, so a thread's rows
+// start at odd plane boundaries).
+static void TestPool2x2Fast() {
+  const int saved = omp_get_max_threads();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int t : {1, 3}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    struct Case { int n, c, h, w, pad; bool ceil; };
+    const Case cases[] = {{2, 3, 8, 8, 0, 0},   {1, 5, 6, 8, 0, 0},
+                          {2, 3, 9, 9, 0, 0},   {3, 3, 7, 24, 0, 0},
+                          {1, 4, 10, 25, 0, 0}, {2, 3, 5, 6, 0, 0},
+                          {2, 2, 6, 10, 0, 0},  {1, 3, 6, 26, 0, 0},
+                          {1, 3, 4, 40, 0, 0},  {1, 3, 5, 43, 0, 0},
+                          {2, 3, 8, 8, 0, 1},   {2, 3, 9, 11, 0, 1},
+                          {2, 3, 8, 8, 1, 0},   {3, 7, 2, 8, 0, 0},
+                          {1, 5, 4, 8, 0, 0},   {2, 3, 12, 8, 0, 0},
+                          {2, 3, 9, 8, 0, 0},   {2, 3, 8, 9, 0, 0}};
+    for (const Case& k : cases) {
+      PoolParams p = PP(k.n, k.c, k.h, k.w, 2, 2, 2, 2, k.pad, k.pad, k.pad,
+                        k.pad, 1, 1, k.ceil, 0);
+      const size_t n = size_t(k.n) * k.c * k.h * k.w;
+      const std::string name = "pool 2x2 " + std::to_string(k.h) + "x" +
+                               std::to_string(k.w) + (k.ceil ? " ceil" : "") +
+                               (k.pad ? " pad" : "") + th;
+      TestPool(name, p, Random(n), false);
+      Vec ties = Random(n);
+      for (auto& v : ties) v = std::floor(v * 1.5f);
+      TestPool(name + " ties", p, ties, false);
+      Vec odd = Random(n);
+      odd[n / 3] = nan;
+      odd[n / 3 + 1] = nan;
+      odd[n - 1] = nan;
+      for (size_t i = n / 2; i < n / 2 + 9 && i < n; ++i) odd[i] = -INFINITY;
+      odd[n / 5] = INFINITY;
+      TestPool(name + " nan/inf", p, odd, false);
+    }
+  }
+  omp_set_num_threads(saved);
+  // An argmax the forward did not make (cells of other windows, -1, and a
+  // cell no window covers) goes through the general scatter-add.
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    PoolParams p = PP(2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
+    const int oh = p.oh(), ow = p.ow(), plane = p.h * p.w;
+    const size_t ysz = size_t(p.n) * p.c * oh * ow;
+    Vec x = Random(size_t(p.n) * p.c * plane), y(ysz), dy = Random(ysz);
+    std::vector<int32_t> arg(ysz);
+    MaxPool2dForward(x.data(), y.data(), arg.data(), p);
+    for (int rule = 0; rule < 3; ++rule) {
+      std::vector<int32_t> a = arg;
+      if (rule == 0) a[ysz / 2 + 5] = 0;              // another window's cell
+      if (rule == 1) a[ysz - 1] = plane - 1;          // the uncovered corner
+      if (rule == 2) a[7] = a[8] = -1;                // no input
+      Vec dx(x.size(), 5.f);
+      MaxPool2dBackward(dy.data(), a.data(), dx.data(), p);
+      DVec ref(x.size(), 0.0);
+      for (size_t j = 0; j < ysz; ++j)
+        if (a[j] >= 0) ref[j / (oh * ow) * plane + a[j]] += dy[j];
+      Check("pool 2x2 backward foreign argmax " + std::to_string(rule) +
+                " (" + std::to_string(t) + " threads)",
+            dx, ref, 0);
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 static void TestPoolAll() {
   struct Case { const char* name; PoolParams p; bool fd; };
   const Case cases[] = {
@@ -659,6 +733,7 @@ static void TestPoolAll() {
     x[71 + 150] = x[71 + 151] = -INFINITY;
     TestPool("pool 2x2 s2 vector ties", p, x, false);
   }
+  TestPool2x2Fast();
   {
     PoolParams p = PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
     Vec x = Random(16), y(4);

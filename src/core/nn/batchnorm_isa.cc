@@ -12,7 +12,7 @@
 // normalisation) and writes y once; backward reads x and dy twice and
 // writes dx once.
 //
-// Reductions keep kLanes independent float partial sums per channel (one
+// Reductions keep independent float partial sums per channel (one
 // accumulator would make each add wait for the previous one) and move them
 // into double every few thousand values, which keeps the statistics
 // accurate for large batches without giving up SIMD on the inner loops.
@@ -23,6 +23,7 @@
 
 #include <omp.h>
 
+#include "isa_vec.h"
 #include "nn_isa.h"
 
 #ifndef SINGA_ISA_NS
@@ -36,9 +37,9 @@ namespace SINGA_ISA_NS {
 namespace {
 
 constexpr long kParallelWork = 1L << 15;
-constexpr int kLanes = 32;
-constexpr int kShortLanes = 8;
-constexpr int kFlush = 8192;
+// Values per float lane between flushes into double: a lane then holds a
+// few hundred terms, whatever the vector width.
+constexpr int kFlush = 256 * kVW;
 constexpr int kShiftSamples = 8;
 
 // Channels per block: one block per thread, so each walks its channels
@@ -48,38 +49,44 @@ inline int BlockChannels(int c, long work) {
   return (c + threads - 1) / threads;
 }
 
-// Two running sums per channel of a block: float lanes that carry on
-// across segments (an 8x8 plane is only 64 values) and are added into double
-// every kFlush values, so a float lane holds about kFlush / kLanes terms.
+// Two running sums per channel of a block: one vector of float lanes each
+// that carries on across segments (an 8x8 plane is only 64 values) and is
+// added into double every kFlush values. A segment is summed in registers
+// (four vectors per sum, so the adds do not wait on each other) and reaches
+// the channel's lanes once, instead of loading and storing them for every
+// vector of input.
 class BlockSums {
  public:
   explicit BlockSums(int channels)
-      : lanes_(size_t(channels) * 2 * kLanes, 0.f),
+      : lanes_(size_t(channels) * 2 * kVW, 0.f),
         total_(size_t(channels) * 2, 0.0) {}
 
-  // Adds u(j) and v(j) (j in [0, len)) into channel k's two sums.
+  // Adds u(p[j], q[j]) and v(p[j], q[j]) (j in [0, len)) into channel k's
+  // two sums; u and v take floats or Vecs alike.
   template <class U, class V>
-  void Add(int k, int len, U u, V v) {
-    float* a = lanes_.data() + size_t(k) * 2 * kLanes;
-    float* b = a + kLanes;
+  void Add(int k, int len, const float* p, const float* q, U u, V v) {
+    Vec s[4] = {}, t[4] = {};
     int j = 0;
-    for (; j + kLanes <= len; j += kLanes)
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        a[l] += u(j + l);
-        b[l] += v(j + l);
+    for (; j + 4 * kVW <= len; j += 4 * kVW)
+      for (int r = 0; r < 4; ++r) {
+        const Vec x = Load(p + j + r * kVW), y = Load(q + j + r * kVW);
+        s[r] += u(x, y);
+        t[r] += v(x, y);
       }
-    // Short planes (4x4 is 16 values) and tails: one AVX2 vector at a time.
-    for (; j + kShortLanes <= len; j += kShortLanes)
-#pragma omp simd
-      for (int l = 0; l < kShortLanes; ++l) {
-        a[l] += u(j + l);
-        b[l] += v(j + l);
-      }
-    for (; j < len; ++j) {
-      a[j % kLanes] += u(j);
-      b[j % kLanes] += v(j);
+    for (; j + kVW <= len; j += kVW) {
+      const Vec x = Load(p + j), y = Load(q + j);
+      s[0] += u(x, y);
+      t[0] += v(x, y);
     }
+    Vec sa = (s[0] + s[1]) + (s[2] + s[3]);
+    Vec ta = (t[0] + t[1]) + (t[2] + t[3]);
+    for (int l = 0; j < len; ++j, ++l) {
+      sa[l] += u(p[j], q[j]);
+      ta[l] += v(p[j], q[j]);
+    }
+    float* a = lanes_.data() + size_t(k) * 2 * kVW;
+    Store(a, Load(a) + sa);
+    Store(a + kVW, Load(a + kVW) + ta);
   }
   // Called after each sample's segments of len values.
   void Next(int len) {
@@ -88,11 +95,11 @@ class BlockSums {
   }
   void Flush() {
     for (size_t k = 0; k < total_.size(); ++k) {
-      float* a = lanes_.data() + k * kLanes;
+      float* a = lanes_.data() + k * kVW;
       float s = 0.f;
-      for (int l = 0; l < kLanes; ++l) s += a[l];
+      for (int l = 0; l < kVW; ++l) s += a[l];
       total_[k] += s;
-      std::fill(a, a + kLanes, 0.f);
+      std::fill(a, a + kVW, 0.f);
     }
     pending_ = 0;
   }
@@ -145,8 +152,8 @@ void BatchNormForwardTraining(const float* x, const float* scale,
         const float* s = x + (size_t(i) * c + ch) * hw;
         const float kc = k[ch - c0];
         sums.Add(
-            ch - c0, hw, [s, kc](int j) { return s[j] - kc; },
-            [s, kc](int j) { return (s[j] - kc) * (s[j] - kc); });
+            ch - c0, hw, s, s, [kc](auto v, auto) { return v - kc; },
+            [kc](auto v, auto) { return (v - kc) * (v - kc); });
       }
       sums.Next(hw);
     }
@@ -206,8 +213,8 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
         const float* s = x + off;
         const float mu = mean[ch];
         sums.Add(
-            ch - c0, hw, [g](int j) { return g[j]; },
-            [g, s, mu](int j) { return g[j] * (s[j] - mu); });
+            ch - c0, hw, g, s, [](auto d, auto) { return d; },
+            [mu](auto d, auto v) { return d * (v - mu); });
       }
       sums.Next(hw);
     }

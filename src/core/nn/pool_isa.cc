@@ -4,12 +4,16 @@
 // sweeps the whole row of outputs whose tap lands inside the input. That keeps
 // the innermost loop long (ow iterations, no bounds checks) so it vectorises,
 // instead of the short kh*kw loop that a per-output formulation would have.
-// The 2x2 stride-2 max pool of most CNNs has its own vector loop.
+// The 2x2 stride-2 max pool of most CNNs has its own vector loops: forward
+// loads two input rows and splits even and odd columns with shuffles;
+// backward writes each 2x2 block of dx once from dy and the argmax.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+
+#include <omp.h>
 
 #include "isa_vec.h"
 #include "nn_isa.h"
@@ -26,46 +30,445 @@ namespace {
 
 constexpr long kParallelWork = 1L << 15;
 
-// Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2 * kVW floats at p.
-inline void Deinterleave(const float* p, Vec* even, Vec* odd) {
-  IVec ev, od;
-  for (int l = 0; l < kVW; ++l) {
-    ev[l] = 2 * l;
-    od[l] = 2 * l + 1;
-  }
-  const Vec a = Load(p), b = Load(p + kVW);
-  *even = __builtin_shuffle(a, b, ev);
-  *odd = __builtin_shuffle(a, b, od);
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// GCC vectors of W floats / int32s: the 2x2 pool also runs 4- and 8-lane
+// blocks, for rows too short to fill a kVW vector (LeNet's rows have 4 and
+// 12 outputs).
+template <int W>
+struct Lanes {
+  typedef float F __attribute__((vector_size(W * sizeof(float))));
+  typedef int32_t I __attribute__((vector_size(W * sizeof(int32_t))));
+};
+
+template <class V, class T>
+inline V LoadV(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
-// One output row of a 2x2, stride-2, unpadded, undilated max pool, kVW
-// outputs at a time; returns how many outputs it did (the caller finishes
-// the rest). Taps are taken in the generic loop's order with its rule, so
-// results and argmax agree exactly.
-template <bool kArgmax>
-int MaxPool2x2Row(const float* __restrict r0, int w, int iy, int ow,
-                  float* __restrict yr, int32_t* __restrict ar) {
-  const float* r1 = r0 + w;
-  IVec lane;
-  for (int l = 0; l < kVW; ++l) lane[l] = 2 * l;
-  int ox = 0;
-  for (; ox + kVW <= ow; ox += kVW) {
-    Vec v[4];
-    Deinterleave(r0 + 2 * ox, &v[0], &v[1]);
-    Deinterleave(r1 + 2 * ox, &v[2], &v[3]);
-    const int32_t base = iy * w + 2 * ox;
-    const int32_t tap[4] = {0, 1, w, w + 1};
-    Vec best = Vec{} - std::numeric_limits<float>::infinity();
-    IVec arg = IVec{} - 1;
-    for (int t = 0; t < 4; ++t) {
-      const IVec take = (v[t] > best) | (v[t] != v[t]);
-      best = take ? v[t] : best;
-      if (kArgmax) arg = take ? lane + (base + tap[t]) : arg;
-    }
-    std::memcpy(yr + ox, &best, sizeof best);
-    if (kArgmax) std::memcpy(ar + ox, &arg, sizeof arg);
+// A block of W outputs of the 2x2 pool takes lanes [0, W/2) from one place
+// and [W/2, W) from another: the next W/2 outputs of the same row (kRow),
+// or a piece of another row, so rows of 4 outputs fill 8-lane vectors in
+// pairs. The outputs of two rows are W/2 apart when the rows have W/2
+// outputs (kAdjacent) and elsewhere otherwise (kApart); only kApart loads
+// and stores y, dy and argmax in halves. Halves are combined and split in
+// registers: going through memory would stall on store forwarding.
+enum Mode { kRow, kApart, kAdjacent };
+template <int M>
+using ModeC = std::integral_constant<int, M>;
+
+template <class V, bool kSplit, class T, int... L>
+inline V LoadPair(const T* p0, const T* p1, std::integer_sequence<int, L...>) {
+  if constexpr (!kSplit) {
+    return LoadV<V>(p0);
+  } else {
+    typedef T H __attribute__((vector_size(sizeof(V) / 2)));
+    return __builtin_shufflevector(LoadV<H>(p0), LoadV<H>(p1), L...);
   }
-  return ox;
+}
+
+template <class V, bool kSplit, class T>
+inline V LoadPair(const T* p0, const T* p1) {
+  return LoadPair<V, kSplit>(
+      p0, p1, std::make_integer_sequence<int, sizeof(V) / sizeof(T)>());
+}
+
+template <bool kSplit, class T, class V, int... L>
+inline void StorePair(T* p0, T* p1, V v, std::integer_sequence<int, L...>) {
+  if constexpr (!kSplit) {
+    std::memcpy(p0, &v, sizeof v);
+  } else {
+    constexpr int kHalf = sizeof...(L);
+    const auto lo = __builtin_shufflevector(v, v, L...);
+    const auto hi = __builtin_shufflevector(v, v, (L + kHalf)...);
+    std::memcpy(p0, &lo, sizeof lo);
+    std::memcpy(p1, &hi, sizeof hi);
+  }
+}
+
+template <bool kSplit, class T, class V>
+inline void StorePair(T* p0, T* p1, V v) {
+  StorePair<kSplit>(
+      p0, p1, v, std::make_integer_sequence<int, sizeof(V) / sizeof(T) / 2>());
+}
+
+// Inside a block the lanes are kept in the order that in-lane shuffles
+// (shufps, unpcklps: one instruction, where a full even/odd split across
+// 128-bit lanes takes three) produce: in each group of 4 lanes, two outputs
+// of the first half, then two of the second. Lane i holds output Perm(i).
+template <int W>
+constexpr int Perm(int i) {
+  return i % 4 < 2 ? 2 * (i / 4) + i % 4 : W / 2 + 2 * (i / 4) + i % 4 - 2;
+}
+
+// Inverse of Perm: the lane that holds output j.
+template <int W>
+constexpr int Slot(int j) {
+  int i = 0;
+  while (Perm<W>(i) != j) ++i;
+  return i;
+}
+
+// Lane-order shuffles as compile-time index lists (GCC turns a mask built
+// in a loop into a general permute).
+template <int W>
+constexpr int EvenIn(int l) {
+  return l % 4 < 2 ? 4 * (l / 4) + 2 * (l % 4) : W + 4 * (l / 4) + 2 * (l % 4 - 2);
+}
+template <int W>
+constexpr int Unpack(int l) {
+  return (l % 2 ? W : 0) + 4 * (l / 4) + (l % 4) / 2;
+}
+
+// Even (kOdd false) or odd inputs of a and b, in lane order.
+template <bool kOdd, class V, int... L>
+inline V Split(V a, V b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (EvenIn<sizeof...(L)>(L) + kOdd)...);
+}
+// Lane order to output order (kBack) or back.
+template <bool kBack, class V, int... L>
+inline V Reorder(V v, std::integer_sequence<int, L...>) {
+  constexpr int W = sizeof...(L);
+  return __builtin_shufflevector(v, v, (kBack ? Slot<W>(L) : Perm<W>(L))...);
+}
+// a0 b0 a1 b1 of each group of 4 lanes (kHigh false) or a2 b2 a3 b3.
+template <bool kHigh, class V, int... L>
+inline V Merge(V a, V b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (Unpack<sizeof...(L)>(L) + 2 * kHigh)...);
+}
+
+// Where a block's two halves lie: the offset of the top-left input of the
+// first window in x (and dx), of the first output in y (dy and argmax), and
+// that input's index within its plane (what argmax records).
+struct Half {
+  size_t in, out;
+  int32_t at;
+};
+
+// Plane index of the top-left input of each lane's window, in lane order.
+template <int W, int... L>
+inline typename Lanes<W>::I Corners(int32_t at0, int32_t at1,
+                                    std::integer_sequence<int, L...>) {
+  typedef typename Lanes<W>::I I;
+  const I step = {(2 * (Perm<W>(L) % (W / 2)))...};
+  const I upper = {(-(Perm<W>(L) >= W / 2))...};
+  return step + (upper ? I{} + at1 : I{} + at0);
+}
+
+template <int W>
+inline typename Lanes<W>::I Corners(int32_t at0, int32_t at1) {
+  return Corners<W>(at0, at1, std::make_integer_sequence<int, W>());
+}
+
+// One block of a 2x2, stride-2, unpadded, undilated max pool. The result
+// must be the generic loop's: taps in the order (0,0) (0,1) (1,0) (1,1),
+// each taken when greater than the best so far or NaN, starting from -inf
+// with argmax -1; so the first maximum wins a tie, the last NaN wins, and
+// an all -inf window has argmax -1.
+//
+// kExact follows that rule tap by tap. The fast form assumes no NaN: it
+// compares the taps in pairs, left before right and top before bottom (the
+// same first maximum), and sets NaN lanes in *nan so the caller can redo
+// the rows exactly.
+template <int W, int kMode, bool kArgmax, bool kExact, class I>
+inline void MaxPool2x2Block(const float* __restrict x, int w,
+                            float* __restrict y, int32_t* __restrict arg,
+                            Half h0, Half h1, I* nan) {
+  typedef typename Lanes<W>::F F;
+  const auto lanes = std::make_integer_sequence<int, W>();
+  const float* t0 = x + h0.in;
+  const float* t1 = kMode == kRow ? t0 + W : x + h1.in;
+  const F a = LoadV<F>(t0), b = LoadV<F>(t1);
+  const F c = LoadV<F>(t0 + w), d = LoadV<F>(t1 + w);
+  const F v[4] = {Split<false>(a, b, lanes), Split<true>(a, b, lanes),
+                  Split<false>(c, d, lanes), Split<true>(c, d, lanes)};
+  const I at = Corners<W>(h0.at, h1.at);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  F best;
+  I idx;
+  if constexpr (kExact) {
+    const int32_t tap[4] = {0, 1, w, w + 1};
+    best = F{} + ninf;
+    idx = I{} - 1;
+    for (int t = 0; t < 4; ++t) {
+      const I take = (v[t] > best) | (v[t] != v[t]);
+      best = take ? v[t] : best;
+      if (kArgmax) idx = take ? at + tap[t] : idx;
+    }
+  } else {
+    *nan |= (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+    const I right_top = v[1] > v[0], right_bot = v[3] > v[2];
+    const F top = right_top ? v[1] : v[0], bot = right_bot ? v[3] : v[2];
+    const I lower = bot > top;
+    best = lower ? bot : top;
+    if (kArgmax)
+      // All -inf: nothing beat the start, argmax -1 (all bits set).
+      idx = (at + (lower ? (right_bot & 1) + w : right_top & 1)) |
+            (best == ninf);
+  }
+  constexpr bool kSplit = kMode == kApart;
+  StorePair<kSplit>(y + h0.out, y + h1.out, Reorder<true>(best, lanes));
+  if (kArgmax)
+    StorePair<kSplit>(arg + h0.out, arg + h1.out, Reorder<true>(idx, lanes));
+}
+
+// Lanes flagged by the blocks of each width, tested once per thread: NaN
+// inputs in the forward, and in the backward argmaxes outside their own
+// window (ones this forward did not make).
+struct Strays {
+  typename Lanes<kVW>::I wide{};
+  typename Lanes<8>::I eight{};
+  typename Lanes<4>::I four{};
+  bool one = false;
+  template <class V>
+  void Add(V bad) {
+    if constexpr (sizeof(V) == sizeof(wide))
+      wide |= bad;
+    else if constexpr (sizeof(V) == sizeof(eight))
+      eight |= bad;
+    else
+      four |= bad;
+  }
+  bool any() const {
+    int r = one;
+    for (int l = 0; l < kVW; ++l) r |= wide[l];
+    for (int l = 0; l < 8; ++l) r |= eight[l];
+    for (int l = 0; l < 4; ++l) r |= four[l];
+    return r != 0;
+  }
+};
+
+// Backward of one block: each window's four cells get dy where the argmax
+// points at them and 0 elsewhere, written once (no zero-fill pass).
+template <int W, int kMode>
+inline void MaxPool2x2BackBlock(const float* __restrict dy,
+                                const int32_t* __restrict arg,
+                                float* __restrict dx, int w, Half h0, Half h1,
+                                Strays* strays) {
+  typedef typename Lanes<W>::F F;
+  typedef typename Lanes<W>::I I;
+  const auto lanes = std::make_integer_sequence<int, W>();
+  constexpr bool kSplit = kMode == kApart;
+  const F g =
+      Reorder<false>(LoadPair<F, kSplit>(dy + h0.out, dy + h1.out), lanes);
+  const I a =
+      Reorder<false>(LoadPair<I, kSplit>(arg + h0.out, arg + h1.out), lanes);
+  const I at = Corners<W>(h0.at, h1.at);
+  const I m0 = a == at, m1 = a == at + 1, m2 = a == at + w,
+          m3 = a == at + (w + 1);
+  strays->Add(~(m0 | m1 | m2 | m3 | (a < 0)));
+  const F z = F{};
+  const F tl = m0 ? g : z, tr = m1 ? g : z, bl = m2 ? g : z, br = m3 ? g : z;
+  float* t0 = dx + h0.in;
+  float* t1 = kMode == kRow ? t0 + W : dx + h1.in;
+  const F top0 = Merge<false>(tl, tr, lanes), top1 = Merge<true>(tl, tr, lanes);
+  const F bot0 = Merge<false>(bl, br, lanes), bot1 = Merge<true>(bl, br, lanes);
+  std::memcpy(t0, &top0, sizeof top0);
+  std::memcpy(t1, &top1, sizeof top1);
+  std::memcpy(t0 + w, &bot0, sizeof bot0);
+  std::memcpy(t1 + w, &bot1, sizeof bot1);
+}
+
+// Calls block(Int<W>, ModeC<kMode>, h0, h1) for vector blocks covering output
+// rows [q0 * oh, q1 * oh) of planes q0 .. q1 - 1, and one(half) for single
+// outputs. Rows go two at a time: each gets whole kVW blocks (and on
+// AVX-512 one 8-lane block), then a piece of 4 outputs from each fills one
+// 8-lane block together; a last unpaired row's piece runs alone in 4 lanes.
+template <bool kFlatRows, class B, class O>
+inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
+                    B block, O one) {
+  const int w = p.w;
+  const size_t skip = size_t(p.h - 2 * oh) * w;
+  const int wide = ow / kVW * kVW;
+  const bool eight = kVW >= 16 && ow - wide >= 8;
+  const int piece = wide + (eight ? 8 : 0);
+  const bool four = kVW >= 8 && ow - piece >= 4;
+  const int tail = piece + (four ? 4 : 0);
+  auto at = [](Half row, int ox) {
+    return Half{row.in + 2 * ox, row.out + ox, row.at + 2 * ox};
+  };
+  auto full = [&](Half row) {
+    for (int ox = 0; ox < wide; ox += kVW)
+      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2));
+    if constexpr (kVW >= 16)
+      if (eight)
+        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4));
+  };
+  auto rest = [&](Half row) {
+    for (int ox = tail; ox < ow; ++ox) one(at(row, ox));
+  };
+  // Planes 8 wide, tiled exactly by the windows into an even number of
+  // rows (LeNet's 8x8 maps): rows of 4 outputs, whose pairs lie back to
+  // back in x and in y and never straddle a plane. One flat loop with the
+  // width known walks them; the general walk below spends as long on its
+  // bookkeeping as on such a row's block.
+  if constexpr (kVW >= 8) {
+    if (ow == 4 && w == 8 && p.h == 2 * oh && oh % 2 == 0) {
+      Half r0{q0 * size_t(p.h) * 8, size_t(q0) * oh * 4, 0};
+      int k = 0;
+      for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
+        block(Int<8>(), ModeC<kAdjacent>(), r0,
+              Half{r0.in + 16, r0.out + 4, r0.at + 16});
+        r0 = Half{r0.in + 32, r0.out + 8, r0.at + 32};
+        if (++k == oh / 2) {
+          k = 0;
+          r0.at = 0;
+        }
+      }
+      return;
+    }
+  }
+  // Other exactly tiled planes whose rows are whole kVW blocks and at most
+  // a piece of 4: the same flat walk over row pairs. Measured faster for
+  // the backward and the forward without argmax, slower for the forward
+  // with it (LeNet's 24x24 maps), which therefore keeps the general walk.
+  if (kFlatRows && p.h == 2 * oh && w == 2 * ow && oh % 2 == 0 && !eight &&
+      tail == ow) {
+    Half r0{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
+    const Half step{2 * size_t(w), size_t(ow), 2 * w};
+    int k = 0;
+    for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
+      const Half r1{r0.in + step.in, r0.out + step.out, r0.at + step.at};
+      for (int ox = 0; ox < wide; ox += kVW)
+        block(Int<kVW>(), ModeC<kRow>(), at(r0, ox), at(r0, ox + kVW / 2));
+      for (int ox = 0; ox < wide; ox += kVW)
+        block(Int<kVW>(), ModeC<kRow>(), at(r1, ox), at(r1, ox + kVW / 2));
+      if constexpr (kVW >= 8)
+        if (four)
+          block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
+      r0 = Half{r1.in + step.in, r1.out + step.out, r1.at + step.at};
+      if (++k == oh / 2) {
+        k = 0;
+        r0.at = 0;
+      }
+    }
+    return;
+  }
+  // The current row and its index within its plane.
+  Half row{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
+  int oy = 0;
+  auto next = [&] {
+    row.in += 2 * size_t(w);
+    row.out += ow;
+    row.at += 2 * w;
+    if (++oy == oh) {
+      oy = 0;
+      row.in += skip;
+      row.at = 0;
+    }
+  };
+  const long rows = (q1 - q0) * oh;
+  for (long r = 0; r + 1 < rows; r += 2) {
+    const Half r0 = row;
+    next();
+    const Half r1 = row;
+    next();
+    full(r0);
+    full(r1);
+    if constexpr (kVW >= 8) {
+      if (four && ow == 4)
+        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0));
+      else if (four)
+        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
+    }
+    rest(r0);
+    rest(r1);
+  }
+  if (rows % 2) {
+    full(row);
+    if constexpr (kVW >= 8)
+      if (four)
+        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2));
+    rest(row);
+  }
+}
+
+template <bool kArgmax, bool kExact, class N>
+void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
+                    int32_t* __restrict arg, const PoolParams& p, int oh,
+                    int ow, long q0, long q1, N* nan) {
+  const int w = p.w;
+  Rows2x2<!kArgmax>(
+      p, oh, ow, q0, q1,
+      [&](auto width, auto mode, Half h0, Half h1) {
+        constexpr int W = decltype(width)::value;
+        if constexpr (W == kVW)
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->wide);
+        else if constexpr (W == 8)
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->eight);
+        else
+          MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
+              x, w, y, arg, h0, h1, &nan->four);
+      },
+      [&](Half o) {
+        const int32_t cell[4] = {0, 1, w, w + 1};
+        float best = -std::numeric_limits<float>::infinity();
+        int32_t idx = -1;
+        for (int t = 0; t < 4; ++t) {
+          const float v = x[o.in + cell[t]];
+          const bool take = v > best || v != v;
+          best = take ? v : best;
+          idx = take ? o.at + cell[t] : idx;
+        }
+        y[o.out] = best;
+        if (kArgmax) arg[o.out] = idx;
+      });
+}
+
+void MaxPool2x2Backward(const float* __restrict dy,
+                        const int32_t* __restrict arg, float* __restrict dx,
+                        const PoolParams& p, int oh, int ow, long q0, long q1,
+                        Strays* strays) {
+  const int w = p.w;
+  Rows2x2<true>(
+      p, oh, ow, q0, q1,
+      [&](auto width, auto split, Half h0, Half h1) {
+        MaxPool2x2BackBlock<decltype(width)::value, decltype(split)::value>(
+            dy, arg, dx, w, h0, h1, strays);
+      },
+      [&](Half o) {
+        const int32_t cell[4] = {0, 1, w, w + 1};
+        const int32_t a = arg[o.out];
+        bool hit = a < 0;
+        for (int t = 0; t < 4; ++t) {
+          hit |= a == o.at + cell[t];
+          dx[o.in + cell[t]] = a == o.at + cell[t] ? dy[o.out] : 0.f;
+        }
+        strays->one |= !hit;
+      });
+  // An odd last column or row belongs to no window.
+  const size_t in_plane = size_t(p.h) * w;
+  for (long q = q0; q < q1; ++q) {
+    float* d = dx + q * in_plane;
+    if (2 * ow < w)
+      for (int iy = 0; iy < 2 * oh; ++iy)
+        std::fill(d + size_t(iy) * w + 2 * ow, d + size_t(iy + 1) * w, 0.f);
+    std::fill(d + size_t(2 * oh) * w, d + in_plane, 0.f);
+  }
+}
+
+// The 2x2 stride-2 loops apply: no padding, no dilation, and every window
+// wholly inside the input (ceil mode may add a partial last one).
+bool Is2x2(const PoolParams& p, const PoolPlan& pl) {
+  return p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.dh == 1 &&
+         p.dw == 1 && p.pad_t == 0 && p.pad_l == 0 && 2 * pl.oh <= p.h &&
+         2 * pl.ow <= p.w;
+}
+
+// The generic max-pool backward of one plane: zero, then scatter-add.
+void MaxPoolPlaneBackward(const float* g, const int32_t* a, float* d,
+                          size_t in_plane, size_t out_plane) {
+  std::fill(d, d + in_plane, 0.f);
+  // Positions outside the plane (a window with no input is -1) are
+  // skipped: an argmax the caller could not check (one a recorded graph
+  // computes) must not write out of bounds.
+  for (size_t j = 0; j < out_plane; ++j)
+    if (a[j] >= 0 && size_t(a[j]) < in_plane) d[a[j]] += g[j];
 }
 
 // The horizontal stride is a template parameter (0 = read it at run time)
@@ -74,33 +477,6 @@ int MaxPool2x2Row(const float* __restrict r0, int w, int iy, int ow,
 template <int S>
 inline int Stride(const PoolParams& p) {
   return S > 0 ? S : p.sw;
-}
-
-template <bool kArgmax>
-void MaxPool2x2Plane(const float* __restrict x, float* __restrict y,
-                     int32_t* __restrict arg, const PoolParams& p, int oh,
-                     int ow) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  for (int oy = 0; oy < oh; ++oy) {
-    const float* r0 = x + size_t(2 * oy) * p.w;
-    float* yr = y + size_t(oy) * ow;
-    int32_t* ar = kArgmax ? arg + size_t(oy) * ow : nullptr;
-    int ox = MaxPool2x2Row<kArgmax>(r0, p.w, 2 * oy, ow, yr, ar);
-    const int tap[4] = {0, 1, p.w, p.w + 1};
-    for (; ox < ow; ++ox) {
-      float best = ninf;
-      int32_t at = -1;
-      for (int t = 0; t < 4; ++t) {
-        const float v = r0[2 * ox + tap[t]];
-        if (v > best || v != v) {
-          best = v;
-          at = 2 * oy * p.w + 2 * ox + tap[t];
-        }
-      }
-      yr[ox] = best;
-      if (kArgmax) ar[ox] = at;
-    }
-  }
 }
 
 template <int S, bool kArgmax>
@@ -203,19 +579,28 @@ void MaxPoolForward(const float* x, float* y, int32_t* argmax,
   const long planes = long(p.n) * p.c;
   const size_t in_plane = size_t(p.h) * p.w;
   const size_t out_plane = size_t(pl.oh) * pl.ow;
-  [[maybe_unused]] const long work = planes * long(out_plane) * p.kh * p.kw;
-  const bool two = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 &&
-                   p.dh == 1 && p.dw == 1 && p.pad_t == 0 && p.pad_l == 0 &&
-                   2 * pl.oh <= p.h && 2 * pl.ow <= p.w;
-  if (two) {
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-    for (long q = 0; q < planes; ++q) {
+  const long work = planes * long(out_plane) * p.kh * p.kw;
+  if (Is2x2(p, pl)) {
+#pragma omp parallel if (work > kParallelWork)
+    {
+      const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
+      // The fast pass assumes no NaN; planes with one are redone exactly.
+      Strays nan;
       if (argmax)
-        MaxPool2x2Plane<true>(x + q * in_plane, y + q * out_plane,
-                              argmax + q * out_plane, p, pl.oh, pl.ow);
+        MaxPool2x2Pass<true, false>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
+                                    &nan);
       else
-        MaxPool2x2Plane<false>(x + q * in_plane, y + q * out_plane, nullptr,
-                               p, pl.oh, pl.ow);
+        MaxPool2x2Pass<false, false>(x, y, nullptr, p, pl.oh, pl.ow, q0, q1,
+                                     &nan);
+      if (nan.any()) {
+        if (argmax)
+          MaxPool2x2Pass<true, true>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
+                                     &nan);
+        else
+          MaxPool2x2Pass<false, true>(x, y, nullptr, p, pl.oh, pl.ow, q0,
+                                      q1, &nan);
+      }
     }
     return;
   }
@@ -238,18 +623,21 @@ void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
   const long planes = long(p.n) * p.c;
   const size_t in_plane = size_t(p.h) * p.w;
   const size_t out_plane = size_t(pl.oh) * pl.ow;
-  [[maybe_unused]] const long work = planes * long(in_plane + out_plane);
-#pragma omp parallel for schedule(static) if (work > kParallelWork)
-  for (long q = 0; q < planes; ++q) {
-    float* d = dx + q * in_plane;
-    const float* g = dy + q * out_plane;
-    const int32_t* a = argmax + q * out_plane;
-    std::fill(d, d + in_plane, 0.f);
-    // Positions outside the plane (a window with no input is -1) are
-    // skipped: an argmax the caller could not check (one a recorded graph
-    // computes) must not write out of bounds.
-    for (size_t j = 0; j < out_plane; ++j)
-      if (a[j] >= 0 && size_t(a[j]) < in_plane) d[a[j]] += g[j];
+  const long work = planes * long(in_plane + out_plane);
+  const bool two = Is2x2(p, pl);
+#pragma omp parallel if (work > kParallelWork)
+  {
+    const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
+    Strays strays;
+    if (two)
+      MaxPool2x2Backward(dy, argmax, dx, p, pl.oh, pl.ow, q0, q1, &strays);
+    // The fast loop assumed every argmax inside its own window; if one was
+    // not, this thread's planes are redone by the general scatter.
+    if (!two || strays.any())
+      for (long q = q0; q < q1; ++q)
+        MaxPoolPlaneBackward(dy + q * out_plane, argmax + q * out_plane,
+                             dx + q * in_plane, in_plane, out_plane);
   }
 }
 
