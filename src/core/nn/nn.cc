@@ -1,6 +1,7 @@
 // Checks and tensor plumbing around the CPU kernels of nn_kernels.h.
 #include "singa/core/nn.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <initializer_list>
@@ -267,17 +268,21 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
   // The kernel scatters into dx at these positions: each must lie inside
   // its H*W plane (negative marks a window with no input, and is skipped).
-  // While a graph is recorded the values do not exist yet (the recorded
-  // forward makes them); the kernel then skips any position outside.
-  if (!ac.device()->graph_enabled()) {
+  // On the host they are checked here, with a max over all of them first so
+  // that the usual case costs one vectorised pass. While a graph is recorded
+  // the values do not exist yet, and on a GPU reading them would cost a copy
+  // and a sync per call: there the kernels skip any position outside.
+  if (ac.device()->is_host() && !ac.device()->graph_enabled()) {
     ac.device()->Sync();
     const int32_t* am = ac.data<int32_t>();
     const int64_t plane = int64_t(p.h) * p.w;
-    // Size() multiplies out the shape on every call: take it once.
     const size_t count = ac.Size();
-    for (size_t i = 0; i < count; ++i)
-      SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
-                  " is outside an input plane of ", p.h, "x", p.w, " elements");
+    int32_t top = -1;
+    for (size_t i = 0; i < count; ++i) top = std::max(top, am[i]);
+    if (top >= plane)
+      for (size_t i = 0; i < count; ++i)
+        SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
+                    " is outside an input plane of ", p.h, "x", p.w, " elements");
   }
   Tensor dx(x_shape, dy.device());
   const bool host = dx.device()->is_host();

@@ -261,7 +261,7 @@ struct MaxPoolBackwardF {
   int64_t out_plane, in_plane;
   __device__ void operator()(int64_t t) const {
     const int32_t a = argmax[t];
-    if (a >= 0) atomicAdd(dx + (t / out_plane) * in_plane + a, dy[t]);
+    if (a >= 0 && a < in_plane) atomicAdd(dx + (t / out_plane) * in_plane + a, dy[t]);
   }
 };
 
