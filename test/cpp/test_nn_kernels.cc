@@ -331,9 +331,9 @@ static void TestWinogradCases() {
     // Many tiles: several panels and blocks, split over the threads.
     TestConv("wino many tiles" + th,
              CP(9, 17, 18, 21, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
-    // A ResNet-depth reduction on 4x4 planes.
+    // A ResNet-depth reduction (512 channels) on a small odd plane.
     TestConv("wino deep" + th,
-             CP(2, 256, 4, 4, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+             CP(1, 512, 5, 6, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
   SetWinogradMode(WinogradMode::kAuto);

@@ -14,7 +14,7 @@
 // Layouts (R = WinoRows(), PW = WinoPanel(), Kp = K rounded up to R):
 //   U[xi][k / R][c][k % R]          zero for k >= K
 //   V[xi][panel][c][lane]           one block of tiles, PW lanes per panel
-//   M[xi][k][panel][lane]
+//   M[k][panel][xi][lane]
 // Tiles are numbered t = (b * th + ty) * tw + tx over the batch, with
 // th = ceil(oh / 4), tw = ceil(ow / 4); a block is a range of tiles, and
 // blocks are independent (each writes only its own tiles' outputs).
