@@ -32,6 +32,10 @@ constexpr int64_t kParallelMacs = int64_t(1) << 18;
 // weights.
 constexpr int64_t kBlockFloats = int64_t(1) << 16;
 constexpr int64_t kFusedFloats = int64_t(1) << 21;
+// A shared U above this many floats (256 channels and up) costs more in
+// memory traffic than transforming the weights in every block (measured on
+// ResNet-18's 256@8 and 512@4 layers at batch 8 to 64).
+constexpr int64_t kSharedUFloats = int64_t(1) << 21;
 
 WinogradMode InitialMode() {
   const char* env = std::getenv("SINGA_WINOGRAD");
@@ -88,7 +92,7 @@ bool Pays(int C, int K, int n, int oh, int ow) {
 }
 
 // Runs the job, transforming w (see WinoWeights for flip) first into a
-// shared U when the tiles are many against the weights; else each block
+// shared U when that is small and the tiles are many; else each block
 // transforms the row blocks of U as it needs them, which keeps a large U
 // (36 K C floats, 38 MB for 512 channels) out of memory, and its blocks are
 // made as large as the cache allows so the transforms are repeated seldom.
@@ -99,7 +103,8 @@ void Run(WinoJob j, const float* w, bool flip) {
   const int64_t macs = int64_t(j.n) * j.oh * j.ow * j.K * j.C * 9;
   const int threads = macs >= kParallelMacs ? MaxThreads() : 1;
   const int64_t chans = int64_t(j.C) + int64_t(KB) * R;
-  const bool fused = int64_t(j.K) * j.C > 4 * N * chans;
+  const int64_t kc = int64_t(j.K) * j.C;
+  const bool fused = 36 * kc > kSharedUFloats || kc > 4 * N * chans;
   j.w = w;
   j.flip = flip;
   j.U = nullptr;
