@@ -83,12 +83,14 @@ bool Qualifies(const ConvParams& p) {
 // channels on 16x16 and 32x32 planes): it wins by 1.5x at 8 channels and
 // 2.4-3.3x from 64 on, and loses with 3 input channels, or when the tiles
 // fill less than half a panel (a 4x4 plane at batch 4, an 8x8 plane at
-// batch 1), since every panel costs the same.
+// batch 1), since every panel costs the same. Planes that fill less than
+// half of their tiles (2x2, or a single row) waste what Winograd saves.
 bool Pays(int C, int K, int n, int oh, int ow) {
   if (Mode() == WinogradMode::kForce) return true;
   if (Mode() == WinogradMode::kOff) return false;
-  const int64_t tiles = int64_t(n) * ((oh + 3) / 4) * ((ow + 3) / 4);
-  return C >= 8 && K >= 8 && 2 * tiles >= Panel();
+  const int64_t per_image = int64_t((oh + 3) / 4) * ((ow + 3) / 4);
+  return C >= 8 && K >= 8 && 2 * n * per_image >= Panel() &&
+         2 * int64_t(oh) * ow >= 16 * per_image;
 }
 
 // Runs the job, transforming w (see WinoWeights for flip) first into a
