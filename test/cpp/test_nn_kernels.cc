@@ -334,6 +334,10 @@ static void TestWinogradCases() {
     // A ResNet-depth reduction (512 channels) on a small odd plane.
     TestConv("wino deep" + th,
              CP(1, 512, 5, 6, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // Weights transformed per block (over 2M floats of U), in more than one
+    // block when two threads split the tiles.
+    TestConv("wino deep blocks" + th,
+             CP(4, 256, 9, 9, 250, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
   SetWinogradMode(WinogradMode::kAuto);
