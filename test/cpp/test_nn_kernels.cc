@@ -305,7 +305,8 @@ static void TestEngineCases() {
 // odd planes and planes that are not a multiple of the 4x4 tile, pads 0 to
 // 2 and asymmetric ones (and a pad of 3, whose data gradient falls back),
 // channel counts off the vector width and the 6-row register tile, several
-// panels of tiles per block, a deep reduction, and 1 and 2 threads.
+// panels of tiles per block, a deep reduction, weights transformed once or
+// per block, blocks split by output channels, and 1 and 2 threads.
 static void TestWinogradCases() {
   SetWinogradMode(WinogradMode::kForce);
   const int saved = omp_get_max_threads();
@@ -331,6 +332,9 @@ static void TestWinogradCases() {
     // Many tiles: several panels and blocks, split over the threads.
     TestConv("wino many tiles" + th,
              CP(9, 17, 18, 21, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // One block of tiles: two threads split its output channels.
+    TestConv("wino split channels" + th,
+             CP(1, 24, 8, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
     // A ResNet-depth reduction (512 channels) on a small odd plane.
     TestConv("wino deep" + th,
              CP(1, 512, 5, 6, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);

@@ -79,8 +79,10 @@ SINGA_ISA_DECLARE(
                      int kb0, int kb1);
     // Floats of scratch WinoBlock needs for blocks of up to `tiles` tiles.
     size_t WinoWorkFloats(const WinoJob& job, int64_t tiles);
-    // Computes the outputs of tiles [t0, t1). `work` is 64-byte aligned.
-    void WinoBlock(const WinoJob& job, int64_t t0, int64_t t1, float* work);)
+    // Computes the outputs of tiles [t0, t1) for the output channels of
+    // row blocks [kb0, kb1) of U. `work` is 64-byte aligned.
+    void WinoBlock(const WinoJob& job, int64_t t0, int64_t t1, int kb0,
+                   int kb1, float* work);)
 
 }  // namespace cpu
 }  // namespace singa

@@ -68,8 +68,9 @@ void Weights(const float* w, int K, int C, bool flip, float* U, int kb0,
 size_t WorkFloats(const WinoJob& j, int64_t tiles) {
   SINGA_ISA_DISPATCH(WinoWorkFloats(j, tiles));
 }
-void Block(const WinoJob& j, int64_t t0, int64_t t1, float* work) {
-  SINGA_ISA_DISPATCH(WinoBlock(j, t0, t1, work));
+void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
+           float* work) {
+  SINGA_ISA_DISPATCH(WinoBlock(j, t0, t1, kb0, kb1, work));
 }
 
 bool Qualifies(const ConvParams& p) {
@@ -122,13 +123,24 @@ void Run(WinoJob j, const float* w, bool flip) {
   if (threads > 1) per = std::min(per, (N + threads - 1) / threads);
   per = std::max<int64_t>(PW, (per + PW - 1) / PW * PW);
   const int64_t blocks = (N + per - 1) / per;
+  // Too few blocks for the threads: the output channels are split too (each
+  // share transforms the block's input again).
+  const int shares = int(std::min<int64_t>(
+      KB, blocks >= threads ? 1 : (2 * threads + blocks - 1) / blocks));
+  const int kper = (KB + shares - 1) / shares;
+  const int64_t items = blocks * shares;
   const size_t work = WorkFloats(j, per);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* buf = Scratch(work, 0);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < blocks; ++i)
-      Block(j, i * per, std::min(N, (i + 1) * per), buf);
+    for (int64_t i = 0; i < items; ++i) {
+      const int64_t b = i / shares;
+      const int kb0 = int(i % shares) * kper;
+      if (kb0 < KB)
+        Block(j, b * per, std::min(N, (b + 1) * per), kb0,
+              std::min(KB, kb0 + kper), buf);
+    }
   }
 }
 

@@ -216,7 +216,8 @@ size_t WinoWorkFloats(const WinoJob& j, int64_t tiles) {
   return size_t(36 * s.vslice + s.mfloats) + ublock + origins + 16;
 }
 
-void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, float* work) {
+void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
+               float* work) {
   const Sizes s = SizesFor(j, t1 - t0);
   const int C = j.C, K = j.K, th = j.th(), tw = j.tw();
   float* V = work;
@@ -271,11 +272,11 @@ void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, float* work) {
   if (j.U) {
     const int64_t uslice = USlice(K, C);
     for (int xi = 0; xi < 36; ++xi)
-      for (int kb = 0; kb < s.KB; ++kb)
+      for (int kb = kb0; kb < kb1; ++kb)
         product(xi, kb, j.U + xi * uslice + int64_t(kb) * C * kR);
   } else {
     const int64_t uslice = int64_t(C) * kR + kSlicePad;
-    for (int kb = 0; kb < s.KB; ++kb) {
+    for (int kb = kb0; kb < kb1; ++kb) {
       RowBlockWeights(j.w, K, C, j.flip, kb, ublock, uslice);
       for (int xi = 0; xi < 36; ++xi) product(xi, kb, ublock + xi * uslice);
     }
@@ -283,7 +284,7 @@ void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, float* work) {
 
   // y = A^T M A + bias, scattered to the tiles' pixels.
   alignas(64) float out[16][kPW];
-  for (int k = 0; k < K; ++k) {
+  for (int k = kb0 * kR; k < std::min(K, kb1 * kR); ++k) {
     const float bias = j.bias ? j.bias[k] : 0.f;
     for (int p = 0; p < s.P; ++p) {
       const float* m = M + (int64_t(k) * s.P + p) * 36 * kPW;
