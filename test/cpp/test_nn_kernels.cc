@@ -20,6 +20,7 @@
 
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
+#include "winograd.h"
 #include "winograd_weight.h"
 
 using namespace singa::cpu;
@@ -399,6 +400,57 @@ static void TestDirectDx() {
   omp_set_num_threads(saved);
 }
 
+// Winograd F(4x4, 3x3) (winograd.h), forced onto every qualifying layer:
+// odd planes and planes that are not a multiple of the 4x4 tile, pads 0 to
+// 2 and asymmetric ones (and a pad of 3, whose data gradient falls back),
+// channel counts off the vector width and the 6-row register tile, several
+// panels of tiles per block, a deep reduction, weights transformed once or
+// per block, blocks split by output channels, and 1 and 2 threads.
+static void TestWinogradCases() {
+  SetWinogradMode(WinogradMode::kForce);
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    TestConv("wino basic" + th,
+             CP(2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
+    TestConv("wino pad0" + th,
+             CP(2, 5, 9, 10, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), true);
+    TestConv("wino pad2" + th,
+             CP(1, 4, 5, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, 1), true);
+    TestConv("wino asym pads" + th,
+             CP(2, 6, 11, 8, 9, 3, 3, 1, 1, 0, 1, 2, 1, 1, 1, 1), true);
+    TestConv("wino pad3 fallback" + th,
+             CP(1, 3, 5, 5, 4, 3, 3, 1, 1, 3, 1, 3, 1, 1, 1, 1), false);
+    TestConv("wino tiny plane" + th,
+             CP(3, 7, 1, 2, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    for (int c : {1, 13, 19, 37})
+      TestConv("wino channels c=" + std::to_string(c) + th,
+               CP(3, c, 13, 11, 43 - c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+               false);
+    // Many tiles: several panels and blocks, split over the threads.
+    TestConv("wino many tiles" + th,
+             CP(9, 17, 18, 21, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // One block of tiles: two threads split its output channels.
+    TestConv("wino split channels" + th,
+             CP(1, 24, 8, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // A ResNet-depth reduction (512 channels) on a small odd plane.
+    TestConv("wino deep" + th,
+             CP(1, 512, 5, 6, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // Weights transformed per block (over 2M floats of U), in more than one
+    // block when two threads split the tiles.
+    TestConv("wino deep blocks" + th,
+             CP(4, 256, 9, 9, 250, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  }
+  omp_set_num_threads(saved);
+  SetWinogradMode(WinogradMode::kAuto);
+  // The automatic choice on ResNet-like shapes (Winograd where it pays).
+  TestConv("wino auto 64@8",
+           CP(4, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  TestConv("wino auto 32@16 batch 1",
+           CP(1, 32, 16, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -446,6 +498,7 @@ static void TestConvAll() {
   TestEngineCases();
   TestWinogradWeight();
   TestDirectDx();
+  TestWinogradCases();
 
   Vec buf(4096);
   const float* f = buf.data();

@@ -9,6 +9,9 @@
 //                     over the taps that reach it, so no zero is multiplied.
 //   backward weight:  dw[m][c,t] = sum_q dy[m][q] * x[c][q shifted by t]
 //
+// 3x3 stride-1 forward and data-gradient passes go to Winograd F(4x4, 3x3)
+// (winograd.h) where that was measured to be faster.
+//
 // Threads share nothing they write: NN jobs are cut into slabs of output
 // pixels (and, for few pixels, ranges of output channels); the weight
 // gradient is cut into ranges of its columns, or, when it is small and the
@@ -34,6 +37,7 @@
 
 #include "conv_direct.h"
 #include "conv_engine.h"
+#include "winograd.h"
 #include "winograd_weight.h"
 
 namespace singa {
@@ -250,6 +254,7 @@ void ConvParams::Validate() const {
 void Conv2dForward(const float* x, const float* w, const float* b, float* y,
                    const ConvParams& p) {
   p.Validate();
+  if (WinogradForward(x, w, b, y, p)) return;
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;
@@ -458,6 +463,7 @@ void BackwardDataScatter(const float* dy, const float* w, float* dx,
 void Conv2dBackwardData(const float* dy, const float* w, float* dx,
                         const ConvParams& p) {
   p.Validate();
+  if (WinogradBackwardData(dy, w, dx, p)) return;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;
   if (mg >= cg) return BackwardDataScatter(dy, w, dx, p);
   const int oh = p.oh(), ow = p.ow();

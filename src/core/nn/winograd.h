@@ -1,0 +1,90 @@
+// Winograd F(4x4, 3x3) convolution for 3x3, stride-1, dilation-1,
+// ungrouped layers (forward, and the data gradient, which is the same kind
+// of convolution of dy with the flipped, channel-transposed kernel).
+//
+// With 6x6 input tiles d (stride 4), the 4x4 output tile of one output
+// channel k is
+//   y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A,
+// so the 36 multiply-adds per (k, c) pair and tile replace 144 of the direct
+// form. The sum over c is, for each of the 36 transform positions xi, a
+// matrix product M[xi] = U[xi] V[xi] of the transformed weights (K x C) and
+// the transformed input tiles (C x tiles): that product runs in register
+// tiles like any GEMM, and is where the time goes.
+//
+// Layouts (R = WinoRows(), PW = WinoPanel(), Kp = K rounded up to R):
+//   U[xi][k / R][c][k % R]          zero for k >= K
+//   V[xi][panel][c][lane]           one block of tiles, PW lanes per panel
+//   M[k][panel][xi][lane]
+// Tiles are numbered t = (b * th + ty) * tw + tx over the batch, with
+// th = ceil(oh / 4), tw = ceil(ow / 4); a block is a range of tiles, and
+// blocks are independent (each writes only its own tiles' outputs).
+#ifndef SINGA_SRC_CORE_NN_WINOGRAD_H_
+#define SINGA_SRC_CORE_NN_WINOGRAD_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "singa/core/cpu_isa.h"
+#include "singa/core/nn_kernels.h"
+
+namespace singa {
+namespace cpu {
+
+// dst[b][k][oy][ox] = bias[k] + sum_{c,i,j} g[k][c][i][j]
+//                      * src[b][c][oy - pad_t + i][ox - pad_l + j],
+// reading zero outside the src planes.
+struct WinoJob {
+  const float* src;  // [n][C][sh][sw]
+  int n, C, sh, sw;
+  int K, oh, ow;
+  int pad_t, pad_l;
+  const float* U;     // transformed weights (layout above), or null:
+  const float* w;     // then WinoBlock transforms w itself, a row block
+  bool flip;          // at a time (see WinoWeights for w and flip)
+  const float* bias;  // may be null
+  float* dst;         // [n][K][oh][ow]
+  int th() const { return (oh + 3) / 4; }
+  int tw() const { return (ow + 3) / 4; }
+  int64_t tiles() const { return int64_t(n) * th() * tw(); }
+};
+
+// The driver (winograd_cpp.cc), called by conv_cpp.cc: runs the pass
+// through Winograd and returns true when the layer qualifies (3x3, stride 1,
+// dilation 1, one group; pads at most 2 for the data gradient) and the
+// current mode allows it, else returns false and does nothing.
+bool WinogradForward(const float* x, const float* w, const float* b, float* y,
+                     const ConvParams& p);
+bool WinogradBackwardData(const float* dy, const float* w, float* dx,
+                          const ConvParams& p);
+
+// kAuto (the default) takes Winograd where it was measured to be faster
+// than the implicit GEMM; kForce for every layer that qualifies (tests);
+// kOff never. The environment variable SINGA_WINOGRAD=off|auto|force sets
+// the starting mode.
+enum class WinogradMode { kOff, kAuto, kForce };
+void SetWinogradMode(WinogradMode mode);
+WinogradMode GetWinogradMode();
+
+SINGA_ISA_DECLARE(
+    // Rows of U per register tile, and tiles per panel (the lanes of the
+    // register tile's columns).
+    int WinoRows();
+    int WinoPanel();
+    // Floats of U (its slices are padded apart).
+    size_t WinoWeightFloats(int K, int C);
+    // U for row blocks [kb0, kb1) of K. The kernel g is w[k][c][3][3]
+    // (forward) or, with `flip`, w[c][k][2 - i][2 - j] (data gradient, w
+    // being the forward weight [C][K][3][3]).
+    void WinoWeights(const float* w, int K, int C, bool flip, float* U,
+                     int kb0, int kb1);
+    // Floats of scratch WinoBlock needs for blocks of up to `tiles` tiles.
+    size_t WinoWorkFloats(const WinoJob& job, int64_t tiles);
+    // Computes the outputs of tiles [t0, t1) for the output channels of
+    // row blocks [kb0, kb1) of U. `work` is 64-byte aligned.
+    void WinoBlock(const WinoJob& job, int64_t t0, int64_t t1, int kb0,
+                   int kb1, float* work);)
+
+}  // namespace cpu
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_NN_WINOGRAD_H_

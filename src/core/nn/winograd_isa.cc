@@ -1,0 +1,317 @@
+// Winograd F(4x4, 3x3) kernels for one ISA family (see winograd.h for the
+// algorithm and the layouts, cpu_isa.h for the families).
+//
+// The transforms of the input and output tiles run on vectors whose lanes
+// are tiles, so one panel of PW tiles is transformed with the same code as
+// a single tile; the tiles' 6x6 windows are first gathered into a small
+// lane-major buffer (zero where a window leaves the plane). The product
+// over channels uses a 6-row x 2-vector register tile: six broadcast
+// weights against two vectors of tiles per channel.
+#include <algorithm>
+#include <cstring>
+
+#include "isa_vec.h"
+#include "winograd.h"
+
+#ifndef SINGA_ISA_NS
+#error "winograd_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
+#endif
+
+namespace singa {
+namespace cpu {
+namespace SINGA_ISA_NS {
+
+namespace {
+
+constexpr int kR = 6;           // rows of U per register tile
+constexpr int kNV = 2;          // vectors per panel
+constexpr int kPW = kNV * kVW;  // tiles per panel
+// Padding between the 36 slices of V and M, so the transforms' 36 streams
+// do not all fall into the same cache sets.
+constexpr int64_t kSlicePad = 16;
+
+inline Vec Splat(float x) { return Vec{} + x; }
+
+// B^T d for six values d[0], d[s], ..., d[5 s] (Lavin's F(4, 3) points
+// 0, +-1, +-2 and infinity).
+template <typename T>
+inline void InputTransform(const T* d, int s, T* o, int os) {
+  const T d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s],
+          d5 = d[5 * s];
+  const T a = d4 - d2, b = d3 - d1;
+  o[0] = (d4 - 5.f * d2) + 4.f * d0;
+  o[os] = (d3 + d4) - 4.f * (d1 + d2);
+  o[2 * os] = (d4 - d3) + 4.f * (d1 - d2);
+  o[3 * os] = a + 2.f * b;
+  o[4 * os] = a - 2.f * b;
+  o[5 * os] = (d5 - 5.f * d3) + 4.f * d1;
+}
+
+// A^T m: six transform values to four outputs.
+template <typename T>
+inline void OutputTransform(const T* m, int s, T* o, int os) {
+  const T m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s];
+  const T a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
+  o[0] = m[0] + a + c;
+  o[os] = b + 2.f * e;
+  o[2 * os] = a + 4.f * c;
+  o[3 * os] = (b + 8.f * e) + m[5 * s];
+}
+
+// G g: three kernel taps to six transform values.
+template <typename T>
+inline void WeightTransform(const T* g, int s, T* o, int os) {
+  const T g0 = g[0], g1 = g[s], g2 = g[2 * s];
+  const T even = g0 + g2, outer = g0 * (1.f / 24.f) + g2 * (1.f / 6.f);
+  o[0] = g0 * 0.25f;
+  o[os] = (even + g1) * (-1.f / 6.f);
+  o[2 * os] = (even - g1) * (-1.f / 6.f);
+  o[3 * os] = outer + g1 * (1.f / 12.f);
+  o[4 * os] = outer - g1 * (1.f / 12.f);
+  o[5 * os] = g2;
+}
+
+// Floats per slice of U.
+int64_t USlice(int K, int C) {
+  return int64_t((K + kR - 1) / kR) * C * kR + kSlicePad;
+}
+
+// Row block kb of U: dst[xi * slice + c * R + r] for k = kb * R + r.
+// Lanes are consecutive (c, r) pairs, which are also consecutive in U:
+// their kernels are gathered, transformed together, and each transform
+// position is stored as one vector.
+void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
+                     float* dst, int64_t slice) {
+  const int pairs = C * kR;
+  for (int e0 = 0; e0 < pairs; e0 += kVW) {
+    const int lanes = std::min(kVW, pairs - e0);
+    alignas(64) float g[9][kVW];
+    for (int l = 0; l < kVW; ++l) {
+      const int c = (e0 + l) / kR, k = kb * kR + (e0 + l) % kR;
+      if (l >= lanes || k >= K) {
+        for (int e = 0; e < 9; ++e) g[e][l] = 0.f;
+      } else if (flip) {
+        const float* src = w + (int64_t(c) * K + k) * 9;
+        for (int e = 0; e < 9; ++e) g[e][l] = src[8 - e];
+      } else {
+        const float* src = w + (int64_t(k) * C + c) * 9;
+        for (int e = 0; e < 9; ++e) g[e][l] = src[e];
+      }
+    }
+    Vec x[9], t[18], u[36];
+    for (int e = 0; e < 9; ++e) x[e] = Load(g[e]);
+    for (int jj = 0; jj < 3; ++jj) WeightTransform(x + jj, 3, t + jj, 3);
+    for (int i = 0; i < 6; ++i) WeightTransform(t + 3 * i, 1, u + 6 * i, 1);
+    if (lanes == kVW) {
+      for (int xi = 0; xi < 36; ++xi) Store(dst + xi * slice + e0, u[xi]);
+    } else {
+      for (int xi = 0; xi < 36; ++xi)
+        for (int l = 0; l < lanes; ++l) dst[xi * slice + e0 + l] = u[xi][l];
+    }
+  }
+}
+
+struct Sizes {
+  int KB, Kp, P;
+  int64_t vslice;  // floats per slice of V
+  int64_t mfloats;
+};
+
+Sizes SizesFor(const WinoJob& j, int64_t tiles) {
+  Sizes s;
+  s.KB = (j.K + kR - 1) / kR;
+  s.Kp = s.KB * kR;
+  s.P = int((tiles + kPW - 1) / kPW);
+  s.vslice = int64_t(s.P) * j.C * kPW + kSlicePad;
+  s.mfloats = int64_t(s.P) * s.Kp * 36 * kPW;
+  return s;
+}
+
+// Lane l of the vectors: the 6x6 window of tile t0 + l, channel c.
+struct TileOrigin {
+  int64_t img;  // offset of the tile's image in src
+  int y0, x0;   // window origin in the plane (may be negative)
+  int64_t out;  // offset of the tile's first output pixel in dst, channel 0
+  int rows, cols;  // output rows and columns of the tile inside the plane
+};
+
+__attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org, int lanes, int c,
+            float (*d)[kPW]) {
+  const int64_t plane = int64_t(j.sh) * j.sw;
+  for (int l = 0; l < lanes; ++l) {
+    const TileOrigin& o = org[l];
+    const float* s = j.src + o.img + c * plane;
+    if (o.y0 >= 0 && o.x0 >= 0 && o.y0 + 6 <= j.sh && o.x0 + 6 <= j.sw) {
+      const float* row = s + int64_t(o.y0) * j.sw + o.x0;
+      for (int i = 0; i < 6; ++i, row += j.sw)
+        for (int jj = 0; jj < 6; ++jj) d[i * 6 + jj][l] = row[jj];
+      continue;
+    }
+    for (int i = 0; i < 6; ++i) {
+      const int y = o.y0 + i;
+      if (y < 0 || y >= j.sh) {
+        for (int jj = 0; jj < 6; ++jj) d[i * 6 + jj][l] = 0.f;
+        continue;
+      }
+      const float* row = s + int64_t(y) * j.sw;
+      for (int jj = 0; jj < 6; ++jj) {
+        const int x = o.x0 + jj;
+        d[i * 6 + jj][l] = x >= 0 && x < j.sw ? row[x] : 0.f;
+      }
+    }
+  }
+  for (int l = lanes; l < kPW; ++l)
+    for (int e = 0; e < 36; ++e) d[e][l] = 0.f;
+}
+
+// Channels summed in registers before the partial sum joins M: summing in
+// chunks keeps the rounding error of deep layers (512 channels, whose
+// transformed terms are larger than the outputs) within what the direct
+// convolution's tests allow.
+constexpr int kChunk = 64;
+
+// 6 x 2-vector register tile: m[r] = sum_c u[c][r] * v[c] over C channels.
+__attribute__((noinline)) void Product(const float* u, const float* v, int C,
+                                       float* m, int64_t mstride) {
+  for (int c0 = 0; c0 < C; c0 += kChunk) {
+    const int c1 = std::min(C, c0 + kChunk);
+    Vec acc[kR][kNV];
+    for (int r = 0; r < kR; ++r)
+      for (int q = 0; q < kNV; ++q) acc[r][q] = Vec{};
+    for (int c = c0; c < c1; ++c) {
+      const float* uc = u + c * kR;
+      Vec b[kNV];
+      for (int q = 0; q < kNV; ++q) b[q] = Load(v + c * kPW + q * kVW);
+      for (int r = 0; r < kR; ++r) {
+        const Vec a = Splat(uc[r]);
+        for (int q = 0; q < kNV; ++q) acc[r][q] += a * b[q];
+      }
+    }
+    for (int r = 0; r < kR; ++r)
+      for (int q = 0; q < kNV; ++q) {
+        float* dst = m + r * mstride + q * kVW;
+        Store(dst, c0 == 0 ? acc[r][q] : Load(dst) + acc[r][q]);
+      }
+  }
+}
+
+}  // namespace
+
+int WinoRows() { return kR; }
+int WinoPanel() { return kPW; }
+
+size_t WinoWeightFloats(int K, int C) { return size_t(36 * USlice(K, C)); }
+
+void WinoWeights(const float* w, int K, int C, bool flip, float* U, int kb0,
+                 int kb1) {
+  for (int kb = kb0; kb < kb1; ++kb)
+    RowBlockWeights(w, K, C, flip, kb, U + int64_t(kb) * C * kR, USlice(K, C));
+}
+
+size_t WinoWorkFloats(const WinoJob& j, int64_t tiles) {
+  const Sizes s = SizesFor(j, tiles);
+  const size_t origins =
+      (sizeof(TileOrigin) * s.P * kPW + sizeof(float) - 1) / sizeof(float);
+  const size_t ublock = j.U ? 0 : size_t(36) * (int64_t(j.C) * kR + kSlicePad);
+  return size_t(36 * s.vslice + s.mfloats) + ublock + origins + 16;
+}
+
+void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
+               float* work) {
+  const Sizes s = SizesFor(j, t1 - t0);
+  const int C = j.C, K = j.K, th = j.th(), tw = j.tw();
+  float* V = work;
+  float* M = V + 36 * s.vslice;
+  float* ublock = M + s.mfloats;
+  TileOrigin* org = reinterpret_cast<TileOrigin*>(
+      ublock + (j.U ? 0 : 36 * (int64_t(C) * kR + kSlicePad)));
+  const int64_t plane = int64_t(j.sh) * j.sw, oplane = int64_t(j.oh) * j.ow;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t b = t / (int64_t(th) * tw);
+    const int ty = int(t / tw % th), tx = int(t % tw);
+    TileOrigin& o = org[t - t0];
+    o.img = b * C * plane;
+    o.y0 = 4 * ty - j.pad_t;
+    o.x0 = 4 * tx - j.pad_l;
+    o.out = b * K * oplane + int64_t(4 * ty) * j.ow + 4 * tx;
+    o.rows = std::min(4, j.oh - 4 * ty);
+    o.cols = std::min(4, j.ow - 4 * tx);
+  }
+
+  // V = B^T d B for every channel and tile.
+  alignas(64) float d[36][kPW];
+  for (int p = 0; p < s.P; ++p) {
+    const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
+    for (int c = 0; c < C; ++c) {
+      Gather(j, org + p * kPW, lanes, c, d);
+      float* v = V + (int64_t(p) * C + c) * kPW;
+      for (int q = 0; q < kNV; ++q) {
+        // d, V and M are 64-byte aligned with rows of whole vectors, so
+        // the transforms read and write them in place as vectors.
+        const Vec* dv = reinterpret_cast<const Vec*>(&d[0][0]) + q;
+        Vec* vv = reinterpret_cast<Vec*>(v) + q;
+        const int vs = int(s.vslice / kVW);
+        Vec y[36];
+        for (int jj = 0; jj < 6; ++jj)
+          InputTransform(dv + jj * kNV, 6 * kNV, y + jj, 6);
+        for (int i = 0; i < 6; ++i)
+          InputTransform(y + 6 * i, 1, vv + 6 * i * vs, vs);
+      }
+    }
+  }
+
+  // M[xi] = U[xi] V[xi]: slice by slice from a precomputed U, so one slice
+  // of V serves every row block; without one, by row blocks of U, each
+  // transformed here into a buffer that stays in cache.
+  auto product = [&](int xi, int kb, const float* u) {
+    for (int p = 0; p < s.P; ++p)
+      Product(u, V + xi * s.vslice + int64_t(p) * C * kPW, C,
+              M + ((int64_t(kb) * kR * s.P + p) * 36 + xi) * kPW,
+              int64_t(s.P) * 36 * kPW);
+  };
+  if (j.U) {
+    const int64_t uslice = USlice(K, C);
+    for (int xi = 0; xi < 36; ++xi)
+      for (int kb = kb0; kb < kb1; ++kb)
+        product(xi, kb, j.U + xi * uslice + int64_t(kb) * C * kR);
+  } else {
+    const int64_t uslice = int64_t(C) * kR + kSlicePad;
+    for (int kb = kb0; kb < kb1; ++kb) {
+      RowBlockWeights(j.w, K, C, j.flip, kb, ublock, uslice);
+      for (int xi = 0; xi < 36; ++xi) product(xi, kb, ublock + xi * uslice);
+    }
+  }
+
+  // y = A^T M A + bias, scattered to the tiles' pixels.
+  alignas(64) float out[16][kPW];
+  for (int k = kb0 * kR; k < std::min(K, kb1 * kR); ++k) {
+    const float bias = j.bias ? j.bias[k] : 0.f;
+    for (int p = 0; p < s.P; ++p) {
+      const float* m = M + (int64_t(k) * s.P + p) * 36 * kPW;
+      for (int q = 0; q < kNV; ++q) {
+        const Vec* mv = reinterpret_cast<const Vec*>(m) + q;
+        Vec x[16], y[24];
+        for (int jj = 0; jj < 6; ++jj)
+          OutputTransform(mv + jj * kNV, 6 * kNV, y + jj, 6);
+        for (int i = 0; i < 4; ++i) OutputTransform(y + 6 * i, 1, x + 4 * i, 1);
+        for (int e = 0; e < 16; ++e) Store(&out[e][q * kVW], x[e] + bias);
+      }
+      const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
+      for (int l = 0; l < lanes; ++l) {
+        const TileOrigin& o = org[p * kPW + l];
+        float* dst = j.dst + o.out + k * oplane;
+        if (o.rows == 4 && o.cols == 4) {
+          for (int i = 0; i < 4; ++i, dst += j.ow)
+            for (int jj = 0; jj < 4; ++jj) dst[jj] = out[i * 4 + jj][l];
+          continue;
+        }
+        for (int i = 0; i < o.rows; ++i, dst += j.ow)
+          for (int jj = 0; jj < o.cols; ++jj) dst[jj] = out[i * 4 + jj][l];
+      }
+    }
+  }
+}
+
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
+}  // namespace singa
