@@ -3,6 +3,7 @@
 // family from tensor_math_cpp_isa.cc; cpu_isa.h picks the family). GEMM goes
 // to BLAS, which picks its own kernels, and the random fills stay here.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <type_traits>
@@ -39,9 +40,82 @@ SINGA_ISA_DECLARE(
                    const T* x, int32_t* y);
     template <typename T>
     void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                 const T* x, T* y);)
+                 const T* x, T* y);
+    int SmallGemmPanel();
+    void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc);)
+
+namespace {
+
+std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
+
+// Where a float GEMM of this shape runs best, measured against OpenBLAS with
+// one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
+// both operands on every call, which pays only when each packed element is
+// used many times: the small kernel wins with up to 64 rows or a reduction
+// of up to 64 when op(B) = B is read in place, and for A * B^T (dot-product
+// tiles) with up to 32 rows and a reduction long enough to amortise adding
+// up the lanes. A^T * B^T stays with the BLAS.
+bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t k) {
+  if (tb) return !ta && m <= 32 && k >= 128;
+  return std::min(m, k) <= 64;
+}
+
+int SmallPanel() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
+
+void SmallGemmOn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float beta, float* c, int64_t ldc) {
+  SINGA_ISA_DISPATCH(SmallGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+
+// Splits C over threads into column blocks (whole panels) when it is wide
+// enough, else into row blocks; each thread runs the kernel on its block.
+void SmallGemmThreads(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc) {
+  int nth = 1;
+#ifdef _OPENMP
+  // Below about this many multiply-adds per thread, the team's start and
+  // barrier cost more than the thread saves.
+  constexpr int64_t kPerThread = 1 << 17;
+  if (!omp_in_parallel())
+    nth = int(std::min<int64_t>(omp_get_max_threads(), std::max<int64_t>(1, m * n * k / kPerThread)));
+#endif
+  if (nth <= 1) {
+    SmallGemmOn(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const int64_t panel = SmallPanel(), panels = (n + panel - 1) / panel;
+  const bool by_cols = panels >= 2 * nth || panels >= m;
+#pragma omp parallel num_threads(nth)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const int t = 0, nt = 1;
+#endif
+    if (by_cols) {
+      const int64_t q0 = panels * t / nt * panel, q1 = std::min(n, panels * (t + 1) / nt * panel);
+      if (q1 > q0)
+        SmallGemmOn(ta, tb, m, q1 - q0, k, alpha, a, lda, tb ? b + q0 * ldb : b + q0, ldb,
+                    beta, c + q0, ldc);
+    } else {
+      const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+      if (r1 > r0)
+        SmallGemmOn(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * lda, lda, b, ldb,
+                    beta, c + r0 * ldc, ldc);
+    }
+  }
+}
+
+}  // namespace
 
 }  // namespace cpu
+
+void SetGemmPath(GemmPath path) { cpu::g_gemm_path.store(int(path), std::memory_order_relaxed); }
+GemmPath GetGemmPath() { return GemmPath(cpu::g_gemm_path.load(std::memory_order_relaxed)); }
 
 using CppMath = Math<lang::Cpp>;
 
@@ -135,6 +209,11 @@ void CppMath::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = Half{FloatToHalf(fc[i * n + j])};
   } else if constexpr (std::is_same<T, float>::value) {
+    const GemmPath path = GetGemmPath();
+    if (path == GemmPath::kSmall || (path == GemmPath::kAuto && cpu::SmallGemmWins(trans_a, trans_b, m, k))) {
+      cpu::SmallGemmThreads(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
     UseOpenMPForBlas();
     SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
