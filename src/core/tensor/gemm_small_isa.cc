@@ -120,6 +120,15 @@ void Tile(int kc, const float* __restrict a, int64_t lda,
       }
     }
   }
+  if (alpha == 1.f && beta == 0.f && nr == kNR) {
+    // The common case, without the scaling multiplies (a rank-k update with
+    // a short k spends a good part of its time here).
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
+    return;
+  }
   const Vec va = Splat(alpha), vb = Splat(beta);
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {

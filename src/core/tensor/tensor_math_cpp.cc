@@ -54,12 +54,12 @@ std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
 // one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
 // both operands on every call, which pays only when each packed element is
 // used many times: the small kernel wins with up to 64 rows or a reduction
-// of up to 64 when op(B) = B is read in place, and for A * B^T (dot-product
+// of up to 64 (32 for A^T) when op(B) = B is read in place, and for A * B^T (dot-product
 // tiles) with up to 32 rows and a reduction long enough to amortise adding
 // up the lanes. A^T * B^T stays with the BLAS.
 bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t k) {
   if (tb) return !ta && m <= 32 && k >= 128;
-  return std::min(m, k) <= 64;
+  return m <= 64 || k <= (ta ? 32 : 64);
 }
 
 int SmallPanel() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
