@@ -53,13 +53,14 @@ std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
 // Where a float GEMM of this shape runs best, measured against OpenBLAS with
 // one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
 // both operands on every call, which pays only when each packed element is
-// used many times: the small kernel wins with up to 64 rows or a reduction
-// of up to 64 (32 for A^T) when op(B) = B is read in place, and for A * B^T (dot-product
-// tiles) with up to 32 rows and a reduction long enough to amortise adding
-// up the lanes. A^T * B^T stays with the BLAS.
-bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t k) {
+// used many times. With op(B) = B read in place, the small kernel wins up
+// to 32 rows (64 while op(B) is at most 128K elements) or a reduction of up
+// to 64 (32 for A^T * B). A * B^T (dot-product tiles) wins up to 32 rows
+// with a reduction long enough to amortise adding up the lanes; A^T * B^T
+// stays with the BLAS.
+bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
   if (tb) return !ta && m <= 32 && k >= 128;
-  return m <= 64 || k <= (ta ? 32 : 64);
+  return m <= 32 || (m <= 64 && k * n <= (int64_t(1) << 17)) || k <= (ta ? 32 : 64);
 }
 
 int SmallPanel() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
@@ -210,7 +211,7 @@ void CppMath::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = Half{FloatToHalf(fc[i * n + j])};
   } else if constexpr (std::is_same<T, float>::value) {
     const GemmPath path = GetGemmPath();
-    if (path == GemmPath::kSmall || (path == GemmPath::kAuto && cpu::SmallGemmWins(trans_a, trans_b, m, k))) {
+    if (path == GemmPath::kSmall || (path == GemmPath::kAuto && cpu::SmallGemmWins(trans_a, trans_b, m, n, k))) {
       cpu::SmallGemmThreads(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
       return;
     }
