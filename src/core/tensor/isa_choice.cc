@@ -135,7 +135,11 @@ void SetCpuIsa(const std::string& name) { cpu::UseIsa(cpu::ParseIsa(name)); }
 
 namespace {
 const char* const kGemmPathNames[] = {"auto", "blas", "small"};
+std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
 }  // namespace
+
+void SetGemmPath(GemmPath path) { g_gemm_path.store(int(path), std::memory_order_relaxed); }
+GemmPath GetGemmPath() { return GemmPath(g_gemm_path.load(std::memory_order_relaxed)); }
 
 std::string CpuGemmPath() { return kGemmPathNames[int(GetGemmPath())]; }
 

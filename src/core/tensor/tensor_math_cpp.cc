@@ -3,7 +3,6 @@
 // family from tensor_math_cpp_isa.cc; cpu_isa.h picks the family). GEMM goes
 // to BLAS, which picks its own kernels, and the random fills stay here.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <random>
 #include <type_traits>
@@ -47,8 +46,6 @@ SINGA_ISA_DECLARE(
                    int64_t ldb, float beta, float* c, int64_t ldc);)
 
 namespace {
-
-std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
 
 // Where a float GEMM of this shape runs best, measured against OpenBLAS with
 // one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
@@ -115,8 +112,6 @@ void SmallGemmThreads(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 }  // namespace cpu
 
-void SetGemmPath(GemmPath path) { cpu::g_gemm_path.store(int(path), std::memory_order_relaxed); }
-GemmPath GetGemmPath() { return GemmPath(cpu::g_gemm_path.load(std::memory_order_relaxed)); }
 
 using CppMath = Math<lang::Cpp>;
 
