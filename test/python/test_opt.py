@@ -361,3 +361,45 @@ def test_adam_bias_correction_holds_over_many_steps(torch):
         tp.grad = torch.tensor(g, dtype=torch.float64)
         topt.step()
     np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(5, 7), (301, 233)])   # the second splits over threads
+def test_momentum_step_matches_numpy(threads, shape):
+    import singa
+    from singa import singa_wrap as cw
+    before = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(4)
+        g, b, p = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+        lr = tensor.from_numpy(np.array([0.05], np.float32))
+        tb, tp = tensor.from_numpy(b), tensor.from_numpy(p)
+        cw.MomentumStep(0.9, tensor.from_numpy(g).data, tb.data, -1.0, lr.data, tp.data)
+        b64 = 0.9 * b.astype(np.float64) + g
+        np.testing.assert_allclose(tb.numpy(), b64, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tp.numpy(), p - 0.05 * b64, rtol=1e-6, atol=1e-6)
+        # transposed and aliased operands take the two-pass path
+        tb, tp = tensor.from_numpy(b.T.copy()), tensor.from_numpy(p)
+        cw.MomentumStep(0.5, tensor.from_numpy(g).data, tb.T.data, 2.0, lr.data, tp.data)
+        b64 = 0.5 * b.astype(np.float64) + g
+        np.testing.assert_allclose(tb.numpy().T, b64, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tp.numpy(), p + 0.1 * b64, rtol=1e-6, atol=1e-6)
+        tb, tp = tensor.from_numpy(b), tensor.from_numpy(p)
+        cw.MomentumStep(0.5, tb.data, tb.data, -1.0, lr.data, tp.data)
+        np.testing.assert_allclose(tb.numpy(), 1.5 * b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tp.numpy(), p - 0.075 * b, rtol=1e-6, atol=1e-6)
+    finally:
+        singa.set_num_threads(before)
+
+
+def test_momentum_step_errors_name_shapes():
+    from singa import singa_wrap as cw
+    lr = tensor.from_numpy(np.array([0.1], np.float32))
+    with pytest.raises(ValueError, match=r"MomentumStep: buffer of shape \(2, 3\) and parameter "
+                                         r"of shape \(4,\) differ in size"):
+        cw.MomentumStep(0.9, tensor.Tensor((2, 3)).data, tensor.Tensor((2, 3)).data, -1.0,
+                        lr.data, tensor.Tensor((4,)).data)
+    with pytest.raises(ValueError, match="differ in size"):
+        cw.MomentumStep(0.9, tensor.Tensor((5,)).data, tensor.Tensor((2, 3)).data, -1.0,
+                        lr.data, tensor.Tensor((2, 3)).data)
