@@ -157,8 +157,6 @@ Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
 void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
-void MomentumStep(float momentum, const Tensor& g, Tensor* buf, float scale, const Tensor& lr,
-                  Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

@@ -533,10 +533,6 @@ class SGD(Optimizer):
         mom = _constant(self.momentum)
         if mom != 0:
             buf = self._state("moments", param_name, param)
-            if mom is not None and not self._uses_coef() and not self.nesterov:
-                # buf = mom * buf + g and param -= lr * buf in one pass
-                _cw.MomentumStep(mom, g.data, buf.data, -1.0, self.lr_value.data, param.data)
-                return
             if mom is not None and not self._uses_coef():
                 _cw.Axpby(1.0, g.data, mom, buf.data)   # one pass: buf = mom * buf + g
             else:

@@ -160,11 +160,6 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 // y's device read when the work runs (a learning rate that a schedule
 // updates in place, so recorded graphs use its current value).
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
-// SGD's momentum step: buf = momentum * buf + g, then param += scale *
-// lr[0] * buf (lr as alpha in AxpyTensor). One pass over the three tensors
-// for contiguous float32 ones on the host; otherwise Axpby then AxpyTensor.
-void MomentumStep(float momentum, const Tensor& g, Tensor* buf, float scale, const Tensor& lr,
-                  Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.

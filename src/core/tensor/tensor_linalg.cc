@@ -3,10 +3,6 @@
 #include <cstring>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "dispatch.h"
 
 namespace singa {
@@ -270,60 +266,6 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y) {
 
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
   AxpbyImpl("AxpyTensor", scale, &alpha, x, 1.f, y);
-}
-
-void MomentumStep(float momentum, const Tensor& g, Tensor* buf, float scale, const Tensor& lr,
-                  Tensor* param) {
-  const char* name = "MomentumStep";
-  SINGA_CHECK(buf->Size() == param->Size(), ShapeError, name, ": buffer of shape ",
-              buf->shape(), " and parameter of shape ", param->shape(), " differ in size");
-  const bool fused = g.data_type() == kFloat32 && buf->data_type() == kFloat32 &&
-                     param->data_type() == kFloat32 && lr.data_type() == kFloat32 &&
-                     lr.Size() == 1 && g.Size() == buf->Size() && buf->device()->is_host() &&
-                     g.device() == buf->device() && param->device() == buf->device() &&
-                     lr.device() == buf->device() && g.IsContiguous() &&
-                     buf->IsContiguous() && param->IsContiguous() &&
-                     g.block() != buf->block() && g.block() != param->block() &&
-                     buf->block() != param->block();
-  if (!fused) {
-    // Other dtypes, devices or layouts, and aliased operands: two passes,
-    // each checking its operands.
-    Axpby(1.f, g, momentum, buf);
-    AxpyTensor(scale, lr, *buf, param);
-    return;
-  }
-  if (buf->Size() == 0) return;
-  Tensor gt = g, bt = *buf, pt = *param, lt = lr;
-  const int64_t n = static_cast<int64_t>(bt.Size());
-  bt.device()->Exec(
-      [gt, bt, pt, lt, n, momentum, scale](Context*) mutable {
-        const float step = scale * lt.data<float>()[0];
-        const float* gp = gt.data<float>();
-        float* bp = bt.mutable_data<float>();
-        float* pp = pt.mutable_data<float>();
-        // The same arithmetic as Axpby and AxpyTensor, read and written
-        // in one pass instead of two.
-        auto run = [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const float b = gp[i] + momentum * bp[i];
-            bp[i] = b;
-            pp[i] += step * b;
-          }
-        };
-#ifdef _OPENMP
-        const int nth = n >= (int64_t(1) << 15) ? omp_get_max_threads() : 1;
-        if (nth > 1) {
-#pragma omp parallel num_threads(nth)
-          {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            run(n * t / nt, n * (t + 1) / nt);
-          }
-          return;
-        }
-#endif
-        run(0, n);
-      },
-      {gt.block(), bt.block(), pt.block(), lt.block()}, {bt.block(), pt.block()});
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {
