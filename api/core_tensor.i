@@ -157,6 +157,8 @@ Tensor Matmul(const Tensor& a, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
 void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
+void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
+                     const Tensor& grad, Tensor* buf, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

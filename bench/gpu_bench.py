@@ -27,10 +27,13 @@ import time
 
 import numpy as np
 
+import train_step  # the MLP, LeNet and ResNet-18 models, shared with the CPU bench
+
 CASES = ("gemm_f32", "gemm_f16", "mlp", "cnn", "resnet18")
 TARGETS = {"gemm_f32": (">=", 0.95), "gemm_f16": (">=", 0.90), "mlp": ("<=", 1.2),
            "cnn": ("<=", 1.2), "resnet18": ("<=", 1.2)}
 BATCH = {"mlp": 128, "cnn": 64, "resnet18": 64}
+WORKLOAD = {"mlp": "mlp", "cnn": "cnn", "resnet18": "resnet"}  # train_step.py's names
 
 
 def _gemm_size(cpu):
@@ -59,64 +62,6 @@ def _best(step, sync, steps, rounds=3):
 
 # ---- singa ----
 
-def _singa_models():
-    from singa import autograd, layer
-
-    class MLP(layer.Layer):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2, self.fc3 = layer.Linear(256), layer.Linear(256), layer.Linear(10)
-            self.relu = layer.ReLU()
-
-        def forward(self, x):
-            return self.fc3(self.relu(self.fc2(self.relu(self.fc1(x)))))
-
-    class CNN(layer.Layer):
-        def __init__(self):
-            super().__init__()
-            self.conv1, self.conv2 = layer.Conv2d(20, 5), layer.Conv2d(50, 5)
-            self.pool, self.relu, self.flatten = layer.MaxPool2d(2), layer.ReLU(), layer.Flatten()
-            self.fc1, self.fc2 = layer.Linear(500), layer.Linear(10)
-
-        def forward(self, x):
-            y = self.pool(self.relu(self.conv1(x)))
-            y = self.pool(self.relu(self.conv2(y)))
-            return self.fc2(self.relu(self.fc1(self.flatten(y))))
-
-    class Block(layer.Layer):
-        def __init__(self, c, stride):
-            super().__init__()
-            self.conv1 = layer.Conv2d(c, 3, stride=stride, padding=1, bias=False)
-            self.bn1, self.bn2 = layer.BatchNorm2d(), layer.BatchNorm2d()
-            self.conv2 = layer.Conv2d(c, 3, padding=1, bias=False)
-            self.relu, self.add = layer.ReLU(), layer.Add()
-            self.short = None
-            if stride != 1:
-                self.short = layer.Sequential(layer.Conv2d(c, 1, stride=stride, bias=False),
-                                              layer.BatchNorm2d())
-
-        def forward(self, x):
-            y = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
-            return self.relu(self.add(y, x if self.short is None else self.short(x)))
-
-    class ResNet18(layer.Layer):
-        def __init__(self):
-            super().__init__()
-            self.stem = layer.Sequential(layer.Conv2d(64, 3, padding=1, bias=False),
-                                         layer.BatchNorm2d(), layer.ReLU())
-            self.blocks = [Block(c, 2 if i and j == 0 else 1)
-                           for i, c in enumerate((64, 128, 256, 512)) for j in range(2)]
-            self.flatten, self.fc = layer.Flatten(), layer.Linear(10)
-
-        def forward(self, x):
-            y = self.stem(x)
-            for b in self.blocks:
-                y = b(y)
-            return self.fc(self.flatten(autograd.globalaveragepool(y)))
-
-    return {"mlp": MLP, "cnn": CNN, "resnet18": ResNet18}
-
-
 def singa_case(case, steps, cpu):
     from singa import autograd, device, opt, tensor
     dev = device.get_default_device() if cpu else device.create_cuda_gpu()
@@ -132,7 +77,7 @@ def singa_case(case, steps, cpu):
     xn, yn = _data(case, rng, cpu)
     x, y = tensor.from_numpy(xn, dev), tensor.from_numpy(yn, dev)
     x.requires_grad = y.requires_grad = False
-    net = _singa_models()[case]()
+    net = train_step.singa_model(WORKLOAD[case])
     sgd = opt.SGD(lr=0.01, momentum=0.9)
 
     def step():
@@ -165,15 +110,7 @@ def torch_case(case, steps, cpu):
         return {"value": 2 * n ** 3 / sec / 1e12, "unit": "TFLOP/s"}
     xn, yn = _data(case, np.random.default_rng(0), cpu)
     x, y = torch.from_numpy(xn).to(dev), torch.from_numpy(yn.astype(np.int64)).to(dev)
-    if case == "mlp":
-        net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                            nn.Linear(256, 10))
-    elif case == "cnn":
-        net = nn.Sequential(nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2),
-                            nn.Conv2d(20, 50, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                            nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10))
-    else:
-        net = _torch_resnet18(nn)
+    net = train_step.torch_model(WORKLOAD[case])
     net = net.to(dev)
     sgd = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -186,31 +123,6 @@ def torch_case(case, steps, cpu):
     for _ in range(5):
         step()
     return {"value": _best(step, sync, steps) * 1e3, "unit": "ms/step"}
-
-
-def _torch_resnet18(nn):
-    class Block(nn.Module):
-        def __init__(self, cin, c, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
-            self.bn1, self.bn2 = nn.BatchNorm2d(c), nn.BatchNorm2d(c)
-            self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
-            self.short = None
-            if stride != 1 or cin != c:
-                self.short = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False),
-                                           nn.BatchNorm2d(c))
-
-        def forward(self, x):
-            y = self.bn2(self.conv2(nn.functional.relu(self.bn1(self.conv1(x)))))
-            return nn.functional.relu(y + (x if self.short is None else self.short(x)))
-
-    layers, cin = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()], 64
-    for i, c in enumerate((64, 128, 256, 512)):
-        for j in range(2):
-            layers.append(Block(cin, c, 2 if i and j == 0 else 1))
-            cin = c
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
-    return nn.Sequential(*layers)
 
 
 # ---- driver: each side in a process of its own (bench/_harness.py) ----

@@ -419,8 +419,9 @@ def _propagate(root, root_index, g0, deps):
             if t.stores_grad:
                 yield t, _owned(gs.get(0) if gs else None, t, handed)
             continue
-        for i, t in stored.pop(op, {}).items():
-            yield t, _owned(gs.get(i) if gs else None, t, handed)
+        if stored:
+            for i, t in stored.pop(op, {}).items():
+                yield t, _owned(gs.get(i) if gs else None, t, handed)
         src, needs = op.src, op._needs_grad
         if gs and True in needs:
             if op.n_outputs == 1:
@@ -482,6 +483,12 @@ def _plan(root, walked):
         for s in it:
             src_op = s[0]
             if src_op.requires_grad and src_op not in done:
+                if isinstance(src_op, Dummy):
+                    # a leaf: visited here, without a stack entry
+                    done.add(src_op)
+                    if src_op.tensor.stores_grad:
+                        needed.add(src_op)
+                    continue
                 if src_op.src is None:
                     raise ValueError(_RELEASED.format(src_op.name))
                 stack.append((src_op, iter(src_op.src)))
@@ -489,10 +496,6 @@ def _plan(root, walked):
         else:
             stack.pop()
             done.add(op)
-            if isinstance(op, Dummy):
-                if op.tensor.stores_grad:
-                    needed.add(op)
-                continue
             walked.append(op)
             needs = []
             for src_op, _, _, stores_grad in op.src:

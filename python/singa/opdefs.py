@@ -142,7 +142,7 @@ UNARY = [
           doc="Rounds halves to even (ONNX Round)."),
     Unary("Reciprocal", lambda y, dy: _cw.Neg(_cw.Mul(dy, _cw.Square(y))), onnx="Reciprocal",
           doc="1 / x; d/dx = -y^2."),
-    Unary("ReLU", lambda x, dy: _cw.Mul(dy, _cw.GreaterScalar(x, 0.0)), onnx="Relu",
+    Unary("ReLU", lambda x, dy: _cw.ReLUGrad(dy, x), onnx="Relu",
           doc="max(x, 0); d/dx = [x > 0]."),
     Unary("Sigmoid", lambda y, dy: _cw.Mul(dy, _cw.Mul(y, _cw.ScalarSub(1.0, y))),
           onnx="Sigmoid", doc="1 / (1 + e^-x); d/dx = y (1 - y)."),
@@ -217,6 +217,8 @@ BINARY = [
            doc="1 where a or b is nonzero, else 0."),
     Binary("Xor", fn="logical_xor", onnx="Xor", aliases=("_xor",),
            doc="1 where exactly one of a and b is nonzero, else 0."),
+    Binary("ReLUGrad", (lambda b, dy: _cw.ReLUGrad(dy, b), None), fn="relu_grad",
+           doc="ReLU's gradient dy * (x > 0) in one pass: a (dy) where b (x) > 0, else 0."),
 ]
 
 ROWS = UNARY + BINARY

@@ -399,14 +399,15 @@ class Optimizer:
         if not isinstance(param, _tensor.Tensor) or not isinstance(grad, _tensor.Tensor):
             raise TypeError(f"{type(self).__name__}: param and grad of {param_name!r} must be "
                             f"Tensors, got {type(param).__name__} and {type(grad).__name__}")
-        if tuple(param.shape) != tuple(grad.shape):
+        pd, gd = param.data, grad.data
+        if pd.shape() != gd.shape():
             raise ValueError(f"{type(self).__name__}: gradient of shape {grad.shape} does not "
                              f"match parameter {param_name!r} of shape {param.shape}")
-        if param.dtype != grad.dtype:
+        if pd.data_type() != gd.data_type():
             raise TypeError(f"{type(self).__name__}: gradient dtype "
                             f"{_tensor.dtype_name(grad.dtype)} differs from parameter "
                             f"{param_name!r} dtype {_tensor.dtype_name(param.dtype)}")
-        dev = param.device
+        dev = pd.device()
         if dev.id() != self._device_id:
             self._ensure_device(dev)
 
@@ -421,12 +422,14 @@ class Optimizer:
             with _device.unrecorded(dev):
                 buf = _tensor.Tensor(param.shape, dev, param.dtype)
             self._states[key] = buf
-        elif tuple(buf.shape) != tuple(param.shape):
-            raise ValueError(f"{type(self).__name__}: state {key!r} has shape {buf.shape} but "
-                             f"parameter {param_name!r} has shape {param.shape}")
-        elif buf.device.id() != param.device.id():
-            with _device.unrecorded(param.device):
-                buf.to_device(param.device)
+        else:
+            bd, pd = buf.data, param.data
+            if bd.shape() != pd.shape():
+                raise ValueError(f"{type(self).__name__}: state {key!r} has shape {buf.shape} "
+                                 f"but parameter {param_name!r} has shape {param.shape}")
+            if bd.device().id() != pd.device().id():
+                with _device.unrecorded(param.device):
+                    buf.to_device(param.device)
         return buf
 
     def _scratch(self, param, slot):
@@ -529,8 +532,17 @@ class SGD(Optimizer):
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad)
         mom = _constant(self.momentum)
+        if mom and _constant(self.dampening) == 0:
+            wd = _constant(self.weight_decay)
+            if wd is not None:
+                # constant momentum and decay, no dampening: one C++ pass
+                # (the steps below, rounded alike; grad is left as it is)
+                buf = self._state("moments", param_name, param)
+                _cw.SGDMomentumStep(self.lr_value.data, mom, wd, self.nesterov, grad.data,
+                                    buf.data, param.data)
+                return
+        g = self._decayed(param, grad)
         if mom != 0:
             buf = self._state("moments", param_name, param)
             if mom is not None and not self._uses_coef():

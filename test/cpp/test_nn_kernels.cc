@@ -20,6 +20,7 @@
 
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
+#include "winograd_weight.h"
 
 using namespace singa::cpu;
 using Vec = std::vector<float>;
@@ -300,6 +301,51 @@ static void TestEngineCases() {
   omp_set_num_threads(saved);
 }
 
+// The Winograd weight gradient (winograd_weight.h): odd planes and planes
+// that leave half tiles, pads 0, 1, 2 and asymmetric ones, channel counts
+// that are not multiples of the vector width or the register tile, a
+// one-row plane, and a reduction long enough to take several tile blocks;
+// on 1, 2 and 5 threads (which split the output channels or the tiles),
+// each run twice to the same bits.
+static void TestWinogradWeight() {
+  const ConvParams cases[] = {
+      CP(2, 17, 7, 9, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+      CP(3, 16, 6, 5, 21, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1),
+      CP(2, 23, 5, 8, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, 1),
+      CP(2, 18, 9, 6, 33, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1),
+      CP(2, 16, 1, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+      CP(2, 20, 7, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+      CP(16, 20, 16, 15, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+  };
+  const int saved = omp_get_max_threads();
+  for (const ConvParams& p : cases) {
+    const std::string name =
+        "winograd dw n" + std::to_string(p.n) + " c" + std::to_string(p.c) +
+        " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " oc" +
+        std::to_string(p.oc) + " pads " + std::to_string(p.pad_t) +
+        std::to_string(p.pad_l) + std::to_string(p.pad_b) +
+        std::to_string(p.pad_r);
+    Report(WinogradWeightEligible(p), name + " takes the Winograd path");
+    const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
+    Vec x = Random(size_t(p.n) * p.c * p.h * p.w), dy = Random(ysz);
+    Vec w(size_t(p.oc) * p.c * 9);
+    DVec rdx, rdw, rdb;
+    RefConvBackward(D(x), D(w), D(dy), p, &rdx, &rdw, &rdb);
+    for (int t : {1, 2, 5}) {
+      omp_set_num_threads(t);
+      Vec dw(w.size(), 7.f), again(w.size(), 5.f);
+      Conv2dBackwardWeight(x.data(), dy.data(), dw.data(), p);
+      Check(name + " (" + std::to_string(t) + " threads)", dw, rdw);
+      Conv2dBackwardWeight(x.data(), dy.data(), again.data(), p);
+      Report(again == dw, name + " same bits when run again (" +
+                              std::to_string(t) + " threads)");
+    }
+  }
+  omp_set_num_threads(saved);
+  TestConv("winograd dw with fd",
+           CP(2, 16, 5, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -345,6 +391,7 @@ static void TestConvAll() {
   TestConv("conv lenet2",
            CP(16, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
   TestEngineCases();
+  TestWinogradWeight();
 
   Vec buf(4096);
   const float* f = buf.data();

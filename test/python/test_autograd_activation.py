@@ -85,3 +85,16 @@ def test_dropout_training_and_inference():
     np.testing.assert_allclose(grads[0], y, rtol=1e-6)
     with pytest.raises(ValueError):
         ag.dropout(make_tensor(x), ratio=1.0)
+
+
+def test_relu_backward_is_one_pass_dy_times_positive_mask():
+    # ReLU's backward runs ReLUGrad (dy * (x > 0) in one pass): zero at
+    # x == 0, -0 and NaN, dy itself where x > 0, as the two-op form gave
+    x = np.array([[-1.5, -0.0, 0.0, 1e-30, 2.0, np.nan, -np.inf, np.inf]], np.float32)
+    dy = np.array([[3.0, 4.0, 5.0, -6.0, 7.0, 8.0, 9.0, -10.0]], np.float32)
+    with ag.train_mode(True):
+        y = ag.relu(tensor.from_numpy(x))
+    dx = y.creator.backward(tensor.from_numpy(dy).data)
+    got = tensor.to_numpy(tensor.from_raw_tensor(dx))
+    want = dy * (x > 0)
+    np.testing.assert_array_equal(got, want)

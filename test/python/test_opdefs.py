@@ -98,6 +98,7 @@ BINARY_REF = {
     "And": (np.logical_and, Dom(-1, 1, ints=True), Dom(-1, 1, ints=True)),
     "Or": (np.logical_or, Dom(-1, 1, ints=True), Dom(-1, 1, ints=True)),
     "Xor": (np.logical_xor, Dom(-1, 1, ints=True), Dom(-1, 1, ints=True)),
+    "ReLUGrad": (lambda a, b: a * (b > 0), Dom(-2, 2), Dom(-2, 2, avoid=0)),
 }
 
 UNARY = {r.op: r for r in opdefs.UNARY}

@@ -265,6 +265,57 @@ def test_axpy_forms_match_numpy():
                                rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031), (256, 300)])
+@pytest.mark.parametrize("wd,nesterov", [(0.0, False), (0.01, False), (0.1, True)])
+def test_sgd_momentum_step_matches_float64(shape, wd, nesterov, threads):
+    # the fused pass against the formulas in float64, over odd sizes (SIMD
+    # tails) and sizes that split across threads; the separate passes
+    # (float16 and transposed views take them) against it
+    import singa
+    from singa import singa_wrap as cw
+    rng = np.random.default_rng(5)
+    p0, g, b0 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    lr, mom = 0.05, 0.9
+    d = g.astype(np.float64) + wd * p0.astype(np.float64)
+    b_want = mom * b0.astype(np.float64) + d
+    step = d + mom * b_want if nesterov else b_want
+    p_want = p0.astype(np.float64) - lr * step
+    old = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        tp, tb, tg = (tensor.from_numpy(a) for a in (p0, b0, g))
+        rate = tensor.from_numpy(np.array([lr], np.float32))
+        cw.SGDMomentumStep(rate.data, mom, wd, nesterov, tg.data, tb.data, tp.data)
+    finally:
+        singa.set_num_threads(old)
+    np.testing.assert_allclose(tb.numpy(), b_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(tg.numpy(), g)
+    if len(shape) == 2:
+        tp, tb = tensor.from_numpy(p0), tensor.from_numpy(b0)
+        tg = tensor.from_numpy(np.ascontiguousarray(g.T)).T
+        cw.SGDMomentumStep(rate.data, mom, wd, nesterov, tg.data, tb.data, tp.data)
+        np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+    hp, hb = tensor.from_numpy(p0.astype(np.float16)), tensor.from_numpy(b0.astype(np.float16))
+    cw.SGDMomentumStep(rate.data, mom, wd, nesterov, tensor.from_numpy(g.astype(np.float16)).data,
+                       hb.data, hp.data)
+    np.testing.assert_allclose(hp.numpy(), p_want, rtol=5e-3, atol=5e-3)
+
+
+def test_sgd_momentum_step_errors():
+    from singa import singa_wrap as cw
+    p, b = tensor.Tensor((2, 3)), tensor.Tensor((2, 3))
+    lr = tensor.from_numpy(np.array([0.1], np.float32))
+    with pytest.raises(ValueError, match=r"differ in size"):
+        cw.SGDMomentumStep(lr.data, 0.9, 0.0, False, tensor.Tensor((4,)).data, b.data, p.data)
+    with pytest.raises(ValueError, match=r"lr must have one element"):
+        cw.SGDMomentumStep(tensor.Tensor((2,)).data, 0.9, 0.0, False, p.data, b.data, p.data)
+    with pytest.raises(TypeError, match=r"int32"):
+        cw.SGDMomentumStep(lr.data, 0.9, 0.0, False, tensor.Tensor((2, 3), dtype=tensor.int32).data,
+                           b.data, p.data)
+
+
 def test_axpy_tensor_errors():
     from singa import singa_wrap as cw
     y = tensor.Tensor((2, 3))

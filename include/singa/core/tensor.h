@@ -160,6 +160,14 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 // y's device read when the work runs (a learning rate that a schedule
 // updates in place, so recorded graphs use its current value).
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
+// SGD with momentum, in place and in one pass over host float32 tensors
+// (separate passes elsewhere), rounding each step as Axpy, Axpby and
+// AxpyTensor would:
+//   d = grad + weight_decay * param;  buf = momentum * buf + d;
+//   param -= lr[0] * (nesterov ? d + momentum * buf : buf)
+// lr is a one-element float32 tensor read when the work runs.
+void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
+                     const Tensor& grad, Tensor* buf, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.

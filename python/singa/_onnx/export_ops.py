@@ -44,12 +44,20 @@ def _fallback_gelu(op, ins, outs, g, leaves):
     g.node("Mul", [x, half[0]], outs, name=op.name)
 
 
+def _fallback_relu_grad(op, ins, outs, g, leaves):
+    # a * (b > 0), the comparison cast back to a's type
+    pos = g.node("Greater", [ins[1], g.const(np.float32(0.0), "zero")])
+    mask = g.node("Cast", [pos[0]], to=TensorProto.FLOAT)
+    g.node("Mul", [ins[0], mask[0]], outs, name=op.name)
+
+
 # Rows that ONNX cannot express as one node (onnx=None), or not at every
 # opset the exporter writes (below the row's opset): op -> exporter.
 FALLBACKS = {
     "Square": lambda op, ins, outs, g, leaves: g.node("Mul", [ins[0], ins[0]], outs,
                                                       name=op.name),
     "Gelu": _fallback_gelu,
+    "ReLUGrad": _fallback_relu_grad,
 }
 
 

@@ -39,19 +39,40 @@ def _targets(x, t, where):
         raise ValueError(f"{where}: targets of shape {t.shape()} match neither the scores "
                          f"of shape {x.shape()} nor ({n},) labels")
     labels = t if t.data_type() == _cw.kFloat32 else t.AsType(_cw.kFloat32)
+    dev = x.device()
+    host = dev.is_host()
+    hot = _cw.Equal(labels.Reshape([n, 1]), _classes(c, dev, host))
     # Skipped while a graph is recorded: the labels of later steps are not
-    # known then (an out-of-range label gives a zero row).
-    if x.device().is_host() and n and not x.device().graph_enabled():
+    # known then (an out-of-range label gives a zero row). Whole labels in
+    # range give n ones; only otherwise are the extremes read.
+    if host and n and not dev.graph_enabled() and _host_scalar(_cw.Sum(hot, [], False)) != n:
         lo = _host_scalar(_cw.Min(labels, [], False))
         hi = _host_scalar(_cw.Max(labels, [], False))
         if lo < 0 or hi >= c:
             bad = lo if lo < 0 else hi
             raise IndexError(f"{where}: label {bad:g} is out of range for scores of shape "
                              f"{x.shape()} ({c} classes)")
-    classes = _cw.Tensor((1, c), x.device(), _cw.kFloat32)
-    classes.CopyDataFromHostPtr(np.arange(c, dtype=np.float32))
-    hot = _cw.Equal(labels.Reshape([n, 1]), classes)
     return hot if x.data_type() == _cw.kFloat32 else hot.AsType(x.data_type())
+
+
+# (1, C) rows 0..C-1 on host devices, by (C, device id): made once, not at
+# every step (ids of host devices are never reused).
+_CLASSES = {}
+
+
+def _classes(c, dev, host):
+    key = (c, dev.id())
+    row = _CLASSES.get(key) if host else None
+    if row is None:
+        from singa.device import unrecorded
+        with unrecorded(dev):
+            row = _cw.Tensor((1, c), dev, _cw.kFloat32)
+            row.CopyDataFromHostPtr(np.arange(c, dtype=np.float32))
+        if host:
+            if len(_CLASSES) >= 64:
+                _CLASSES.clear()
+            _CLASSES[key] = row
+    return row
 
 
 def _host_scalar(ct):

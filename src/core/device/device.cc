@@ -8,6 +8,10 @@
 
 #include <sys/mman.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -181,10 +185,29 @@ void Device::CheckHostRead(const char* op) const {
 namespace {
 // Id -1 belongs to the default device; CUDA devices use their ordinals.
 std::atomic<int> next_cpu_id{-2};
+
+// Buffers under kLargeBuffer (below) come from malloc. With glibc's defaults
+// such a buffer is mmapped (from 128 KiB on) and unmapped at free, or the
+// heap is trimmed once its free top passes a threshold that those frees keep
+// moving, so a training step that frees and reallocates a few MiB of
+// activations page faults on each of them (about a fifth of a LeNet step at
+// batch 64). Fixing both thresholds at the upper bounds glibc's own
+// adjustment would reach keeps that memory in the heap for reuse; buffers
+// of 32 MiB and more are still mmapped.
+void KeepHeapForReuse() {
+#if defined(__GLIBC__)
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    return true;
+  }();
+  (void)done;
+#endif
+}
 }  // namespace
 
-CppCPU::CppCPU() : Device(next_cpu_id--) {}
-CppCPU::CppCPU(int id) : Device(id) {}
+CppCPU::CppCPU() : Device(next_cpu_id--) { KeepHeapForReuse(); }
+CppCPU::CppCPU(int id) : Device(id) { KeepHeapForReuse(); }
 
 void CppCPU::CopyDataToFrom(void* dst, const void* src, size_t nbytes,
                             CopyDirection) {

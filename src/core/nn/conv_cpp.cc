@@ -29,6 +29,7 @@
 #include "singa/core/nn_kernels.h"
 
 #include "conv_engine.h"
+#include "winograd_weight.h"
 
 namespace singa {
 namespace cpu {
@@ -433,6 +434,7 @@ void Conv2dBackwardData(const float* dy, const float* w, float* dx,
 void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
                           const ConvParams& p) {
   p.Validate();
+  if (WinogradWeightEligible(p) && RunWinogradWeight(x, dy, dw, p)) return;
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;

@@ -3,6 +3,14 @@
 #include <cstring>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#else
+inline int omp_get_max_threads() { return 1; }
+inline int omp_get_num_threads() { return 1; }
+inline int omp_get_thread_num() { return 0; }
+#endif
+
 #include "dispatch.h"
 
 namespace singa {
@@ -266,6 +274,91 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y) {
 
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y) {
   AxpbyImpl("AxpyTensor", scale, &alpha, x, 1.f, y);
+}
+
+namespace {
+struct SgdArgs {
+  const float* g;
+  float* b;
+  float* p;
+  float momentum, weight_decay, k, km;  // k = -lr, km = -momentum * lr
+};
+
+// Each step rounds as the separate passes do (Axpy, Axpby, AxpyTensor).
+template <bool kDecay, bool kNesterov>
+void SgdRun(const SgdArgs& a, int64_t lo, int64_t hi) {
+  const float* __restrict g = a.g;
+  float* __restrict b = a.b;
+  float* __restrict p = a.p;
+  const float mom = a.momentum, wd = a.weight_decay, k = a.k, km = a.km;
+#pragma omp simd
+  for (int64_t i = lo; i < hi; ++i) {
+    const float d = kDecay ? wd * p[i] + 1.f * g[i] : g[i];
+    const float v = 1.f * d + mom * b[i];
+    b[i] = v;
+    float q = p[i];
+    if (kNesterov) q = k * d + 1.f * q;
+    p[i] = (kNesterov ? km : k) * v + 1.f * q;
+  }
+}
+}  // namespace
+
+void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
+                     const Tensor& grad, Tensor* buf, Tensor* param) {
+  const char* name = "SGDMomentumStep";
+  CheckSameDevice(name, grad, *param);
+  CheckSameDevice(name, *buf, *param);
+  CheckSameDevice(name, lr, *param);
+  CheckSameDtype(name, grad, *param);
+  CheckSameDtype(name, *buf, *param);
+  SINGA_CHECK(grad.Size() == param->Size() && buf->Size() == param->Size(), ShapeError,
+              name, ": grad ", grad.shape(), ", buffer ", buf->shape(), " and parameter ",
+              param->shape(), " differ in size");
+  SINGA_CHECK(lr.Size() == 1, ShapeError, name, ": lr must have one element, got shape ",
+              lr.shape());
+  SINGA_CHECK(lr.data_type() == kFloat32, DtypeError, name, ": lr must be float32, got ",
+              DataTypeName(lr.data_type()));
+  const bool one_pass = param->data_type() == kFloat32 && param->device()->is_host() &&
+                        param->IsContiguous() && buf->IsContiguous() && grad.IsContiguous() &&
+                        SafeToWriteOver(grad, *param) && SafeToWriteOver(grad, *buf) &&
+                        buf->block() != param->block();
+  if (!one_pass) {
+    // The same steps as separate passes (other dtypes and devices, views).
+    Tensor d = grad.Reshape(param->shape());
+    if (weight_decay != 0.f) {
+      d = Tensor(param->shape(), param->device(), param->data_type());
+      d.CopyData(grad);
+      Axpy(weight_decay, *param, &d);
+    }
+    Axpby(1.f, d, momentum, buf);
+    AxpyTensor(-1.f, lr, nesterov ? d : *buf, param);
+    if (nesterov) AxpyTensor(-momentum, lr, *buf, param);
+    return;
+  }
+  if (param->Size() == 0) return;
+  Tensor g = grad, b = *buf, p = *param, r = lr;
+  param->device()->Exec(
+      [g, b, p, r, momentum, weight_decay, nesterov](Context*) mutable {
+        const int64_t n = static_cast<int64_t>(p.Size());
+        const float lr_now = r.data<float>()[0];
+        SgdArgs a{g.data<float>(), b.mutable_data<float>(), p.mutable_data<float>(), momentum,
+                  weight_decay, -1.f * lr_now, -momentum * lr_now};
+        const int nth = n >= (1 << 15) ? omp_get_max_threads() : 1;
+        const bool wd = weight_decay != 0.f;
+#pragma omp parallel num_threads(nth) if (nth > 1)
+        {
+          const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+          // parts of whole 16-element chunks keep each aligned like the whole
+          const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
+          const int64_t lo = std::min<int64_t>(n, per * t), hi = std::min<int64_t>(n, lo + per);
+          if (wd) {
+            if (nesterov) SgdRun<true, true>(a, lo, hi); else SgdRun<true, false>(a, lo, hi);
+          } else {
+            if (nesterov) SgdRun<false, true>(a, lo, hi); else SgdRun<false, false>(a, lo, hi);
+          }
+        }
+      },
+      {g.block(), r.block(), b.block(), p.block()}, {b.block(), p.block()});
 }
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis) {

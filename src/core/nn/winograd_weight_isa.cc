@@ -1,0 +1,420 @@
+// Winograd F(3x3, 2x2) weight gradient for one ISA family (the math is in
+// winograd_weight.h).
+//
+// Tiles are numbered by tile row (image, ty) and column tx, and taken a
+// block of tile rows at a time. For a block, the transformed x tiles go to
+// V[pos][tile][c] and the transformed dy tiles to Z[pos][tile][k], channels
+// fastest, so both transforms run on whole vectors of channels; then for
+// each of the 16 positions M[pos] (+)= Z[pos]^T V[pos], a product whose
+// reduction runs over the block's tiles. Blocks are sized by measurement
+// (see WinogradWeightGradient). Last, dw = A^T M A.
+//
+// Each thread runs that loop on its own share: a range of tile rows (its
+// group, summed into the group's own copy of M) and a range of M's rows
+// (its part of the output channels). Every element of M is summed by one
+// thread over its tiles in a fixed order and the groups' copies are added
+// in group order, so the result does not depend on the schedule.
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "isa_vec.h"
+#include "winograd_weight.h"
+
+#ifndef SINGA_ISA_NS
+#error "winograd_weight_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
+#endif
+
+namespace singa {
+namespace cpu {
+namespace SINGA_ISA_NS {
+
+namespace {
+
+// Register tile of the products: kMR rows of M (output channels) by two
+// vectors of input channels, which with a broadcast and two loads fills the
+// 16 (32 with AVX-512) vector registers.
+constexpr int kMR = kVW == 16 ? 12 : 6;
+constexpr int kNR = 2 * kVW;
+constexpr int kPos = 16;
+// Below this many multiply-adds (direct count) a call runs on one thread.
+constexpr int64_t kParallelMacs = int64_t(1) << 18;
+
+inline Vec Splat(float v) { return Vec{} + v; }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// A row stride of an odd number of 64-byte lines, so that walking down a
+// column of V or Z spreads over every L1 set.
+int64_t OddLines(int64_t floats) {
+  floats = RoundUp(floats, 16);
+  return (floats / 16) % 2 ? floats : floats + 16;
+}
+
+// The calling thread's scratch, 64-byte aligned and kept between calls so a
+// training loop does not pay for fresh pages every step. (A plain malloc'd
+// block: std::vector would put weak template copies outside this family's
+// namespace.) Null when the memory cannot be had.
+struct Scratch {
+  float* data = nullptr;
+  size_t floats = 0;
+  ~Scratch() { std::free(data); }
+  float* Get(size_t want) {
+    if (want > floats) {
+      std::free(data);
+      floats = 0;
+      data = static_cast<float*>(
+          std::aligned_alloc(64, size_t(RoundUp(int64_t(want), 16)) * 4));
+      if (data) floats = want;
+    }
+    return data;
+  }
+};
+
+struct Plan {
+  const ConvParams* p;
+  int oh, ow;
+  int tx, ty;    // tiles per row, tile rows per image
+  int cp;        // input channels rounded up to kNR: the columns of V and M
+  int kp;        // output channels rounded up to kMR: the rows of M
+  int64_t ldv;
+  int64_t tb;    // tiles per block (the position planes' height)
+  int groups;    // tile groups, each summing into its own copy of M
+  float* m;      // M: [groups][kPos][kp][cp]
+};
+
+// Shuffle masks that interleave the low (kZipLo) or high (kZipHi) halves of
+// two vectors: {a0 b0 a1 b1 ...}.
+#if SINGA_ISA_LEVEL >= 2
+constexpr IVec kZipLo = {0, 16, 1, 17, 2, 18, 3, 19,
+                         4, 20, 5, 21, 6, 22, 7, 23};
+constexpr IVec kZipHi = {8,  24, 9,  25, 10, 26, 11, 27,
+                         12, 28, 13, 29, 14, 30, 15, 31};
+#elif SINGA_ISA_LEVEL == 1
+constexpr IVec kZipLo = {0, 8, 1, 9, 2, 10, 3, 11};
+constexpr IVec kZipHi = {4, 12, 5, 13, 6, 14, 7, 15};
+#else
+constexpr IVec kZipLo = {0, 4, 1, 5};
+constexpr IVec kZipHi = {2, 6, 3, 7};
+#endif
+
+// Transposes the kVW x kVW block r in place (log2(kVW) rounds of zipping
+// row i with row i + kVW / 2).
+inline void Transpose(Vec* r) {
+  for (int round = 1; round < kVW; round *= 2) {
+    Vec t[kVW];
+#pragma GCC unroll 16
+    for (int i = 0; i < kVW / 2; ++i) {
+      t[2 * i] = __builtin_shuffle(r[i], r[i + kVW / 2], kZipLo);
+      t[2 * i + 1] = __builtin_shuffle(r[i], r[i + kVW / 2], kZipHi);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kVW; ++i) r[i] = t[i];
+  }
+}
+
+// Copies `rows` rows of channels [c0, c0 + kVW) of image plane `src`
+// (rows y0.., columns x0.. for `cols` columns) into s[row][col][lane], zero
+// outside the plane and for channels at or past `chans`. Whole kVW x kVW
+// blocks inside the plane go through a register transpose.
+void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
+                int c0, int y0, int rows, int x0, int cols, float* s) {
+  const int lo = std::clamp(-x0, 0, cols), hi = std::clamp(w - x0, 0, cols);
+  const bool full = c0 + kVW <= chans;
+  for (int i = 0; i < rows; ++i) {
+    const int y = y0 + i;
+    float* row = s + int64_t(i) * cols * kVW;
+    int done = lo;  // columns [lo, done) copied by blocks
+    if (full && y >= 0 && y < h) {
+      const float* r = src + c0 * cstride + int64_t(y) * w + x0;
+      for (; done + kVW <= hi; done += kVW) {
+        Vec b[kVW];
+#pragma GCC unroll 16
+        for (int l = 0; l < kVW; ++l) b[l] = Load(r + l * cstride + done);
+        Transpose(b);
+#pragma GCC unroll 16
+        for (int j = 0; j < kVW; ++j) Store(row + (done + j) * kVW, b[j]);
+      }
+    }
+    for (int lane = 0; lane < kVW; ++lane) {
+      float* d = row + lane;
+      const int c = c0 + lane;
+      if (c >= chans || y < 0 || y >= h) {
+        for (int col = 0; col < cols; ++col) d[col * kVW] = 0.f;
+        continue;
+      }
+      const float* r = src + c * cstride + int64_t(y) * w + x0;
+      for (int col = 0; col < lo; ++col) d[col * kVW] = 0.f;
+      for (int col = done; col < hi; ++col) d[col * kVW] = r[col];
+      for (int col = hi; col < cols; ++col) d[col * kVW] = 0.f;
+    }
+  }
+}
+
+// V for tile row r (tiles lt0.. of the block), channels [c0, c0 + kVW),
+// into the columns from v.
+void InputRow(const Plan& pl, const float* x, int64_t r, int64_t lt0, int c0,
+              float* v, float* s) {
+  const ConvParams& p = *pl.p;
+  const int n = int(r / pl.ty), ty = int(r % pl.ty);
+  const int cols = 2 * pl.tx + 2;
+  GatherRows(x + int64_t(n) * p.c * p.h * p.w, int64_t(p.h) * p.w, p.h, p.w,
+             p.c, c0, 2 * ty - p.pad_t, 4, -p.pad_l, cols, s);
+  // Locals: the stores below could otherwise alias the plan.
+  const int64_t ldv = pl.ldv, plane = pl.tb * pl.ldv;
+  const int tx = pl.tx;
+  for (int t = 0; t < tx; ++t) {
+    Vec d[4][4], u[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        d[i][j] = Load(s + (int64_t(i) * cols + 2 * t + j) * kVW);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const Vec a0 = d[0][j] - d[2][j], a1 = d[1][j] + d[2][j],
+                a2 = d[2][j] - d[1][j], a3 = d[3][j] - d[1][j];
+      d[0][j] = a0;
+      d[1][j] = a1;
+      d[2][j] = a2;
+      d[3][j] = a3;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      u[i][0] = d[i][0] - d[i][2];
+      u[i][1] = d[i][1] + d[i][2];
+      u[i][2] = d[i][2] - d[i][1];
+      u[i][3] = d[i][3] - d[i][1];
+    }
+    float* out = v + (lt0 + t) * ldv;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        Store(out + (4 * i + j) * plane, u[i][j]);
+  }
+}
+
+// Z for tile row r, output channels [k0, k0 + kVW), into columns from zo
+// of Z (row stride ldz).
+void GradRow(const Plan& pl, const float* dy, int64_t r, int64_t lt0, int k0,
+             float* zo, int64_t ldz, float* s) {
+  const ConvParams& p = *pl.p;
+  const int n = int(r / pl.ty), ty = int(r % pl.ty);
+  const int cols = 2 * pl.tx;
+  GatherRows(dy + int64_t(n) * p.oc * pl.oh * pl.ow, int64_t(pl.oh) * pl.ow,
+             pl.oh, pl.ow, p.oc, k0, 2 * ty, 2, 0, cols, s);
+  const Vec half = Splat(0.5f);
+  const int64_t plane = pl.tb * ldz;
+  const int tx = pl.tx;
+  for (int t = 0; t < tx; ++t) {
+    Vec g[2][2], h[4][2], z[4][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+        g[i][j] = Load(s + (int64_t(i) * cols + 2 * t + j) * kVW);
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      h[0][j] = g[0][j];
+      h[1][j] = (g[0][j] + g[1][j]) * half;
+      h[2][j] = (g[0][j] - g[1][j]) * half;
+      h[3][j] = g[1][j];
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      z[i][0] = h[i][0];
+      z[i][1] = (h[i][0] + h[i][1]) * half;
+      z[i][2] = (h[i][0] - h[i][1]) * half;
+      z[i][3] = h[i][1];
+    }
+    float* out = zo + (lt0 + t) * ldz;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        Store(out + (4 * i + j) * plane, z[i][j]);
+  }
+}
+
+// m[i][0:kNR] (+)= sum_t z[t * ldz + i] * v[t * ldv + 0:kNR] for i < kMR.
+template <bool kAccumulate>
+void Panel(const float* __restrict z, int64_t ldz, const float* __restrict v,
+           int64_t ldv, int64_t tiles, float* __restrict m, int64_t ldm) {
+  Vec s[kMR][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < kMR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j)
+      s[i][j] = kAccumulate ? Load(m + i * ldm + j * kVW) : Vec{};
+  for (int64_t t = 0; t < tiles; ++t) {
+    const Vec b0 = Load(v + t * ldv), b1 = Load(v + t * ldv + kVW);
+#pragma GCC unroll 16
+    for (int i = 0; i < kMR; ++i) {
+      const Vec a = Splat(z[t * ldz + i]);
+      s[i][0] += a * b0;
+      s[i][1] += a * b1;
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kMR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) Store(m + i * ldm + j * kVW, s[i][j]);
+}
+
+// dw[k][c0 .. c0 + kVW) = A^T M[.][k][c] A, for the channels below C.
+void OutputRow(const Plan& pl, int k, int c0, float* dw) {
+  const ConvParams& p = *pl.p;
+  const int64_t plane = int64_t(pl.kp) * pl.cp;
+  const float* src = pl.m + int64_t(k) * pl.cp + c0;
+  Vec m[4][4], r[3][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) m[i][j] = Load(src + (4 * i + j) * plane);
+  // The tile groups' partial sums, added in group order.
+  for (int g = 1; g < pl.groups; ++g)
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        m[i][j] += Load(src + (kPos * g + 4 * i + j) * plane);
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[0][j] = m[0][j] + m[1][j] + m[2][j];
+    r[1][j] = m[1][j] - m[2][j];
+    r[2][j] = m[1][j] + m[2][j] + m[3][j];
+  }
+  float out[9][kVW];
+#pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) {
+    Store(out[3 * i], r[i][0] + r[i][1] + r[i][2]);
+    Store(out[3 * i + 1], r[i][1] - r[i][2]);
+    Store(out[3 * i + 2], r[i][1] + r[i][2] + r[i][3]);
+  }
+  const int lanes = std::min(kVW, p.c - c0);
+  float* d = dw + (int64_t(k) * p.c + c0) * 9;
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int e = 0; e < 9; ++e) d[lane * 9 + e] = out[e][lane];
+}
+
+}  // namespace
+
+bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
+                            const ConvParams& p) {
+  Plan pl;
+  pl.p = &p;
+  pl.oh = p.h + p.pad_t + p.pad_b - 2;  // stride 1, no dilation
+  pl.ow = p.w + p.pad_l + p.pad_r - 2;
+  pl.tx = (pl.ow + 1) / 2;
+  pl.ty = (pl.oh + 1) / 2;
+  pl.cp = int(RoundUp(p.c, kNR));
+  pl.kp = int(RoundUp(p.oc, kMR));
+  pl.ldv = OddLines(pl.cp);
+  // Tiles per block: as many as keep the block's V and Z, all 16
+  // positions, within 128 Ki floats (512 KiB, half of this EPYC's L2), or,
+  // where M is large next to them, enough to amortise reading and writing
+  // M once per block (K C / (K + C) tiles make the two traffics equal).
+  // Measured on the ResNet-18 layers at 1 thread: 64@32 runs best near 48
+  // tiles (0.8x the time at 256), 512@4 from 128 up (0.8x the time at 32).
+  const int64_t fit = (int64_t(1) << 13) / (pl.ldv + OddLines(pl.kp));
+  const int64_t amortise = int64_t(p.c) * p.oc / (p.c + p.oc);
+  const int64_t target = std::clamp<int64_t>(std::max(fit, amortise), 16, 256);
+  const int64_t rows = int64_t(p.n) * pl.ty;
+  const int64_t rb = std::clamp<int64_t>(target / pl.tx, 1, rows);
+  pl.tb = rb * pl.tx;
+  const int64_t macs = int64_t(p.n) * pl.oh * pl.ow * p.oc * p.c * 9;
+#ifdef _OPENMP
+  const int threads = macs >= kParallelMacs ? omp_get_max_threads() : 1;
+#else
+  const int threads = 1;
+#endif
+  // Threads form `groups` x `parts`: a group sums a range of tile rows into
+  // its own copy of M (the copies are added in group order at the end), a
+  // part a range of M's row panels (output channels), transforming the x
+  // tiles of its group whole and the dy tiles for its channels. Groups cost
+  // one more pass over a copy of M (16 K C floats); parts repeat the x
+  // transform (16 C floats written per tile), so parts are taken only when
+  // there are fewer than 4 K tiles (on ResNet-18 at batch 32 or 64: the
+  // 512@4 layer). Copies of M are kept within about 64 MiB. No barrier but the one before the last sum, so a
+  // descheduled thread does not hold the others up every block.
+  const int kpanels = pl.kp / kMR;
+  const int64_t msz = int64_t(kPos) * pl.kp * pl.cp;
+  int parts = 1;
+  if (rows * pl.tx < 4 * int64_t(p.oc))
+    for (int q : {4, 3, 2})
+      if (threads % q == 0 && q <= kpanels) {
+        parts = q;
+        break;
+      }
+  pl.groups = int(std::clamp<int64_t>(
+      std::min<int64_t>(threads / parts, (int64_t(1) << 24) / msz), 1, rows));
+  const int team = pl.groups * parts;
+  const int part_panels = int((kpanels + parts - 1) / parts);
+  const int64_t ldz = OddLines(RoundUp(int64_t(part_panels) * kMR, kVW));
+  // M for every group, then each thread's V, Z and gathered rows.
+  const int64_t vsz = kPos * pl.tb * pl.ldv, zsz = kPos * pl.tb * ldz;
+  const int64_t gather = RoundUp(4 * (2 * pl.tx + 2) * kVW, 16);
+  const int64_t own = vsz + zsz + gather;
+  thread_local Scratch scratch;
+  float* buf = scratch.Get(size_t(pl.groups * msz + team * own));
+  if (!buf) return false;
+  pl.m = buf;
+
+  const int cchunks = pl.cp / kVW;
+#pragma omp parallel num_threads(team) if (team > 1)
+  {
+#ifdef _OPENMP
+    const int id = omp_get_thread_num();
+#else
+    const int id = 0;
+#endif
+    const int g = id / parts, part = id % parts;
+    float* const v = buf + pl.groups * msz + id * own;
+    float* const z = v + vsz;
+    float* const s = z + zsz;
+    float* const m = pl.m + g * msz;
+    const int kb0 = std::min(kpanels, part * part_panels);
+    const int kb1 = std::min(kpanels, kb0 + part_panels);
+    const int k0 = kb0 * kMR, kchunks = int(CeilDiv((kb1 - kb0) * kMR, kVW));
+    const int64_t ra = rows * g / pl.groups, rz = rows * (g + 1) / pl.groups;
+    for (int64_t r0 = ra; r0 < rz && kb0 < kb1; r0 += rb) {
+      const int64_t r1 = std::min(rz, r0 + rb);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t lt0 = (r - r0) * pl.tx;
+        for (int ch = 0; ch < cchunks; ++ch)
+          InputRow(pl, x, r, lt0, ch * kVW, v + ch * kVW, s);
+        for (int ch = 0; ch < kchunks; ++ch)
+          GradRow(pl, dy, r, lt0, k0 + ch * kVW, z + ch * kVW, ldz, s);
+      }
+      const int64_t tiles = (r1 - r0) * pl.tx;
+      const bool first = r0 == ra;
+      for (int pos = 0; pos < kPos; ++pos)
+        for (int kb = kb0; kb < kb1; ++kb) {
+          const float* zp = z + pos * pl.tb * ldz + (kb - kb0) * kMR;
+          const float* vp = v + pos * pl.tb * pl.ldv;
+          float* mp = m + (int64_t(pos) * pl.kp + kb * kMR) * pl.cp;
+          for (int c0 = 0; c0 < pl.cp; c0 += kNR) {
+            if (first)
+              Panel<false>(zp, ldz, vp + c0, pl.ldv, tiles, mp + c0, pl.cp);
+            else
+              Panel<true>(zp, ldz, vp + c0, pl.ldv, tiles, mp + c0, pl.cp);
+          }
+        }
+    }
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int k = 0; k < p.oc; ++k)
+      for (int c0 = 0; c0 < p.c; c0 += kVW) OutputRow(pl, k, c0, dw);
+  }
+  return true;
+}
+
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
+}  // namespace singa
