@@ -1,5 +1,6 @@
 // The CPU kernels' instruction-set family (see singa/core/cpu_isa.h) and a
-// probe of the machine's multiply-add peak, for benchmarks and tests.
+// probe of the machine's multiply-add peak, and the choice between the small-GEMM
+// kernel and the BLAS, for benchmarks and tests.
 %{
 #include "singa/core/cpu_isa.h"
 %}
@@ -9,5 +10,7 @@ namespace singa {
 std::string CpuIsa();
 void SetCpuIsa(const std::string& name);
 double CpuFmaPeak(int threads, double seconds);
+std::string CpuGemmPath();
+void SetCpuGemmPath(const std::string& name);
 
 }  // namespace singa

@@ -32,6 +32,13 @@ Isa ParseIsa(const std::string& name);
 
 }  // namespace cpu
 
+// Where float GEMMs on the CPU run: kAuto picks by shape between the
+// per-ISA small-GEMM kernel (few rows or a short reduction) and the BLAS;
+// kBlas and kSmall force one of them (for tests and benchmarks).
+enum class GemmPath { kAuto = 0, kBlas = 1, kSmall = 2 };
+void SetGemmPath(GemmPath path);
+GemmPath GetGemmPath();
+
 // For Python (api/core_cpu.i): the active family's name, switching family
 // (ValueError when unavailable), and the multiply-add rate in GFLOP/s that
 // `threads` threads reach at the active family's vector width, measured for
@@ -39,6 +46,10 @@ Isa ParseIsa(const std::string& name);
 std::string CpuIsa();
 void SetCpuIsa(const std::string& name);
 double CpuFmaPeak(int threads, double seconds);
+// The GemmPath as "auto", "blas" or "small"; setting an unknown name throws
+// std::invalid_argument (ValueError in Python).
+std::string CpuGemmPath();
+void SetCpuGemmPath(const std::string& name);
 }  // namespace singa
 
 // Calls `call` (a function call expression without its namespace) in the

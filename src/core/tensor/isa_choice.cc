@@ -133,6 +133,22 @@ std::string CpuIsa() { return cpu::IsaName(cpu::ActiveIsa()); }
 
 void SetCpuIsa(const std::string& name) { cpu::UseIsa(cpu::ParseIsa(name)); }
 
+namespace {
+const char* const kGemmPathNames[] = {"auto", "blas", "small"};
+std::atomic<int> g_gemm_path{int(GemmPath::kAuto)};
+}  // namespace
+
+void SetGemmPath(GemmPath path) { g_gemm_path.store(int(path), std::memory_order_relaxed); }
+GemmPath GetGemmPath() { return GemmPath(g_gemm_path.load(std::memory_order_relaxed)); }
+
+std::string CpuGemmPath() { return kGemmPathNames[int(GetGemmPath())]; }
+
+void SetCpuGemmPath(const std::string& name) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kGemmPathNames[i]) return SetGemmPath(GemmPath(i));
+  throw std::invalid_argument("unknown GEMM path '" + name + "' (expected auto, blas or small)");
+}
+
 double CpuFmaPeak(int threads, double seconds) {
   if (threads < 1 || !(seconds > 0))
     throw std::invalid_argument("CpuFmaPeak: needs threads >= 1 and seconds > 0");

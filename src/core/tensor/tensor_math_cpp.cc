@@ -39,9 +39,79 @@ SINGA_ISA_DECLARE(
                    const T* x, int32_t* y);
     template <typename T>
     void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                 const T* x, T* y);)
+                 const T* x, T* y);
+    int SmallGemmPanel();
+    void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc);)
+
+namespace {
+
+// Where a float GEMM of this shape runs best, measured against OpenBLAS with
+// one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
+// both operands on every call, which pays only when each packed element is
+// used many times. With op(B) = B read in place, the small kernel wins up
+// to 32 rows (64 while op(B) is at most 128K elements) or a reduction of up
+// to 64 (32 for A^T * B). A * B^T (dot-product tiles) wins up to 32 rows
+// with a reduction long enough to amortise adding up the lanes; A^T * B^T
+// stays with the BLAS.
+bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  if (tb) return !ta && m <= 32 && k >= 128;
+  return m <= 32 || (m <= 64 && k * n <= (int64_t(1) << 17)) || k <= (ta ? 32 : 64);
+}
+
+int SmallPanel() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
+
+void SmallGemmOn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float beta, float* c, int64_t ldc) {
+  SINGA_ISA_DISPATCH(SmallGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+
+// Splits C over threads into column blocks (whole panels) when it is wide
+// enough, else into row blocks; each thread runs the kernel on its block.
+void SmallGemmThreads(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc) {
+  int nth = 1;
+#ifdef _OPENMP
+  // Below about this many multiply-adds per thread, the team's start and
+  // barrier cost more than the thread saves.
+  constexpr int64_t kPerThread = 1 << 17;
+  if (!omp_in_parallel())
+    nth = int(std::min<int64_t>(omp_get_max_threads(), std::max<int64_t>(1, m * n * k / kPerThread)));
+#endif
+  if (nth <= 1) {
+    SmallGemmOn(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const int64_t panel = SmallPanel(), panels = (n + panel - 1) / panel;
+  const bool by_cols = panels >= 2 * nth || panels >= m;
+#pragma omp parallel num_threads(nth)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const int t = 0, nt = 1;
+#endif
+    if (by_cols) {
+      const int64_t q0 = panels * t / nt * panel, q1 = std::min(n, panels * (t + 1) / nt * panel);
+      if (q1 > q0)
+        SmallGemmOn(ta, tb, m, q1 - q0, k, alpha, a, lda, tb ? b + q0 * ldb : b + q0, ldb,
+                    beta, c + q0, ldc);
+    } else {
+      const int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+      if (r1 > r0)
+        SmallGemmOn(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * lda, lda, b, ldb,
+                    beta, c + r0 * ldc, ldc);
+    }
+  }
+}
+
+}  // namespace
 
 }  // namespace cpu
+
 
 using CppMath = Math<lang::Cpp>;
 
@@ -135,6 +205,11 @@ void CppMath::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = Half{FloatToHalf(fc[i * n + j])};
   } else if constexpr (std::is_same<T, float>::value) {
+    const GemmPath path = GetGemmPath();
+    if (path == GemmPath::kSmall || (path == GemmPath::kAuto && cpu::SmallGemmWins(trans_a, trans_b, m, n, k))) {
+      cpu::SmallGemmThreads(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
     UseOpenMPForBlas();
     SINGA_BLAS(cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
