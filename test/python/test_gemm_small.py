@@ -13,22 +13,8 @@ from singa import singa_wrap as cw
 from singa import tensor
 from singa._tensor import _wrap
 
-FAMILIES = ("baseline", "avx2", "avx512")
-
-
-def _families():
-    current = cw.CpuIsa()
-    found = []
-    try:
-        for name in FAMILIES:
-            try:
-                cw.SetCpuIsa(name)
-                found.append(name)
-            except ValueError:
-                pass
-    finally:
-        cw.SetCpuIsa(current)
-    return found
+# The ISA families this CPU can run, as the ISA tests find them.
+from test_cpu_isa import available as _families  # noqa: E402
 
 
 @pytest.fixture
