@@ -112,7 +112,6 @@ void SmallGemmThreads(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 }  // namespace cpu
 
-
 using CppMath = Math<lang::Cpp>;
 
 // The per-ISA kernels run on the calling thread and need nothing from the
