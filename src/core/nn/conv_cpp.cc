@@ -17,10 +17,6 @@
 // gradient is cut into ranges of its columns, or, when it is small and the
 // reduction long, into ranges of the reduction whose partial sums are added
 // in thread order, so results do not depend on scheduling.
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -37,6 +33,7 @@
 
 #include "conv_direct.h"
 #include "conv_engine.h"
+#include "conv_threads.h"
 #include "winograd.h"
 #include "winograd_weight.h"
 
@@ -45,36 +42,11 @@ namespace cpu {
 
 namespace {
 
-// Below this many multiply-adds a call runs on one thread.
-constexpr int64_t kParallelMacs = int64_t(1) << 18;
 // Packed B panels of one NN slab stay within this many floats (L2 sized).
 constexpr int64_t kSlabFloats = int64_t(1) << 16;
 // Reduction blocks of the NN product: one block up to kMaxKc taps.
 constexpr int kMaxKc = 768;
 constexpr int kKcBlock = 512;
-
-#ifdef _OPENMP
-inline int MaxThreads() { return omp_get_max_threads(); }
-inline int ThreadId() { return omp_get_thread_num(); }
-#else
-inline int MaxThreads() { return 1; }
-inline int ThreadId() { return 0; }
-#endif
-
-int ThreadsFor(int64_t macs) {
-  return macs >= kParallelMacs ? MaxThreads() : 1;
-}
-
-// Per-thread scratch, kept between calls so a training loop does not pay for
-// fresh pages on every step; 64-byte aligned. Slot 0 is the kernels' packing
-// space, slot 1 holds rearranged weights for the call.
-float* ThreadWork(size_t floats, int slot = 0) {
-  thread_local std::vector<float> bufs[2];
-  std::vector<float>& buf = bufs[slot];
-  if (buf.size() < floats + 16) buf.resize(floats + 16);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - at % 64) % 64) / sizeof(float);
-}
 
 // dst[c * rows + r] = src[r * cols + c], in tiles that keep both sides in
 // cache.

@@ -2,16 +2,12 @@
 // row blocks of U), then runs blocks of tiles over the threads. A block
 // writes only its own tiles' outputs, so no two threads write the same
 // element and the result does not depend on the schedule.
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
+#include "conv_threads.h"
 #include "winograd.h"
 
 namespace singa {
@@ -19,14 +15,6 @@ namespace cpu {
 
 namespace {
 
-#ifdef _OPENMP
-inline int MaxThreads() { return omp_get_max_threads(); }
-#else
-inline int MaxThreads() { return 1; }
-#endif
-
-// Below this many direct multiply-adds a call runs on one thread.
-constexpr int64_t kParallelMacs = int64_t(1) << 18;
 // V and M of one block of tiles stay within about this many floats (L2
 // sized), or kFusedFloats (L3 sized) when each block transforms its own
 // weights.
@@ -47,15 +35,6 @@ WinogradMode InitialMode() {
 WinogradMode& Mode() {
   static WinogradMode mode = InitialMode();
   return mode;
-}
-
-// 64-byte aligned scratch of the calling thread, kept between calls.
-float* Scratch(size_t floats, int slot) {
-  thread_local std::vector<float> bufs[2];
-  std::vector<float>& buf = bufs[slot];
-  if (buf.size() < floats + 16) buf.resize(floats + 16);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - at % 64) % 64) / sizeof(float);
 }
 
 int Rows() { SINGA_ISA_DISPATCH(WinoRows()); }
@@ -104,7 +83,7 @@ void Run(WinoJob j, const float* w, bool flip) {
   const int KB = (j.K + R - 1) / R;
   const int64_t N = j.tiles();
   const int64_t macs = int64_t(j.n) * j.oh * j.ow * j.K * j.C * 9;
-  const int threads = macs >= kParallelMacs ? MaxThreads() : 1;
+  const int threads = ThreadsFor(macs);
   const int64_t chans = int64_t(j.C) + int64_t(KB) * R;
   const int64_t kc = int64_t(j.K) * j.C;
   const bool fused = 36 * kc > kSharedUFloats || kc > 4 * N * chans;
@@ -112,7 +91,7 @@ void Run(WinoJob j, const float* w, bool flip) {
   j.flip = flip;
   j.U = nullptr;
   if (!fused) {
-    float* U = Scratch(WeightFloats(j.K, j.C), 1);
+    float* U = ThreadWork(WeightFloats(j.K, j.C), 1);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, U, kb, kb + 1);
     j.U = U;
@@ -132,7 +111,7 @@ void Run(WinoJob j, const float* w, bool flip) {
   const size_t work = WorkFloats(j, per);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* buf = Scratch(work, 0);
+    float* buf = ThreadWork(work);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       const int64_t b = i / shares;
