@@ -403,6 +403,9 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
     // Tap offsets are monotonic, so the ends bound them all.
     const int lo = std::min(ox[0], ox[n - 1]), hi = std::max(ox[0], ox[n - 1]);
     const float* chan = t.src + c * t.cstride;
+    // Rows of a stride-2 grid are read every other one, which the hardware
+    // prefetchers follow poorly; at stride 1 they stream in order.
+    const bool prefetch = t.ssy > 1 && c + 1 < t.channels;
     for (int u = 0; u < nruns; ++u) {
       const Run& r = runs[u];
       float* d = dst + k * kstride + run_offset(r);
@@ -413,6 +416,14 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
       }
       const float* row = chan + r.b * t.img_stride + int64_t(y) * t.sw;
       const int xbase = r.qx * t.ssx;
+      if (prefetch) {
+        // The same piece of the next channel, read one channel's worth of
+        // runs from now.
+        const float* next = row + t.cstride + xbase + lo;
+        const uintptr_t end = uintptr_t(next + hi - lo + (r.len - 1) * t.ssx);
+        for (uintptr_t a = uintptr_t(next) & ~uintptr_t(63); a <= end; a += 64)
+          __builtin_prefetch(reinterpret_cast<const void*>(a));
+      }
       if (t.ssx == 1 && xbase + lo >= 0 && xbase + hi + r.len <= t.sw) {
         // The common case: the run lies inside the image for every tap.
         const float* s0 = row + xbase;
