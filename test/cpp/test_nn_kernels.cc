@@ -351,7 +351,7 @@ static void TestWinogradWeight() {
 // one group, kernels up to 7 rows): one to four channels, odd and narrow
 // sizes, tails of the two-vector tile, even and wide kernels, pads beyond
 // the kernel, rows of P skipped at the edges, output channels split into
-// several packed groups; the strided and grouped cases of the same sizes
+// several packed groups, images side by side in P; the strided and grouped cases of the same sizes
 // take the other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
 static void TestDirectDx() {
   const int saved = omp_get_max_threads();
@@ -376,6 +376,18 @@ static void TestDirectDx() {
       // 30 output channels of 42 x 56 padded planes: three packed groups.
       TestConv("direct dx many groups" + cs,
                CP(1, c, 40, 40, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+      // Several images side by side in the packed rows (5 and 7 images:
+      // groups with a short last one), for rows of 28, 20 and 10-12 floats
+      // whose best grouping differs between the vector widths, symmetric
+      // and asymmetric pads, and output channels in two packed groups.
+      TestConv("direct dx side by side lenet" + cs,
+               CP(7, c, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("direct dx side by side 20 wide" + cs,
+               CP(7, c, 9, 20, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
+      TestConv("direct dx side by side pads" + cs,
+               CP(5, c, 7, 10, 4, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1), c == 2);
+      TestConv("direct dx side by side two packs" + cs,
+               CP(5, c, 28, 28, 30, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
       TestConv("small c stride2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
       TestConv("small c dilation2" + cs,

@@ -81,6 +81,9 @@ size_t DirectDxWork(const DirectDxJob& j) {
 void ClearDirectDx(const DirectDxJob& j, float* work) {
   SINGA_ISA_DISPATCH(DirectDxClear(j, work));
 }
+int DirectDxImages(const DirectDxJob& j) {
+  SINGA_ISA_DISPATCH(DirectDxGroup(j));
+}
 void RunDirectDx(const DirectDxJob& j, int b, float* work) {
   SINGA_ISA_DISPATCH(DirectDxImage(j, b, work));
 }
@@ -264,7 +267,7 @@ bool UseDirectDx(const ConvParams& p) {
          p.dh == 1 && p.dw == 1 && p.kh <= kDirectDxMaxK;
 }
 
-// Called with UseDirectDx(p): threads take whole images.
+// Called with UseDirectDx(p): threads take whole groups of images.
 void BackwardDataDirect(const float* dy, const float* w, float* dx,
                         const ConvParams& p) {
   const int kk = p.kh * p.kw;
@@ -275,17 +278,20 @@ void BackwardDataDirect(const float* dy, const float* w, float* dx,
       float* dst = wf + (int64_t(c) * p.oc + m) * kk;
       for (int t = 0; t < kk; ++t) dst[t] = src[kk - 1 - t];
     }
-  const DirectDxJob job{dy, wf, dx, p.c, p.h, p.w, p.oc, p.oh(), p.ow(),
-                        p.kh, p.kw, p.pad_t, p.pad_l};
+  const DirectDxJob job{dy,   wf,     dx,     p.n,  p.c,  p.h,     p.w,
+                        p.oc, p.oh(), p.ow(), p.kh, p.kw, p.pad_t, p.pad_l,
+                        p.pad_r};
   const size_t work = DirectDxWork(job);
+  const int group = DirectDxImages(job);
+  const int groups = int(CeilDiv(p.n, group));
   const int threads = std::min<int>(
-      p.n, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
+      groups, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* buf = ThreadWork(work);
     ClearDirectDx(job, buf);
 #pragma omp for schedule(static)
-    for (int b = 0; b < p.n; ++b) RunDirectDx(job, b, buf);
+    for (int g = 0; g < groups; ++g) RunDirectDx(job, g * group, buf);
   }
 }
 

@@ -9,7 +9,9 @@
 // channel with the pixels in the vector lanes: a register tile of dx rows
 // accumulates the whole sum over output channels and taps, each dy vector
 // it loads serving every kernel row that reaches a tile row, and is stored
-// once (no zero fill, no read-modify-write of dx).
+// once (no zero fill, no read-modify-write of dx). Images whose rows would
+// leave much of a tile's width unused are done a few at a time, side by
+// side in the packed rows (conv_direct_isa.cc).
 //
 // Stride 1 and dilation 1, one group, kernels up to kDirectDxMaxK rows.
 #ifndef SINGA_SRC_CORE_NN_CONV_DIRECT_H_
@@ -28,9 +30,9 @@ struct DirectDxJob {
   const float* dy;  // [n][mg][oh][ow]
   const float* wf;  // [c][mg][kh][kw], each kernel flipped in both axes
   float* dx;        // [n][c][h][w], written (not accumulated)
-  int c, h, w;
+  int n, c, h, w;
   int mg, oh, ow;
-  int kh, kw, pad_t, pad_l;
+  int kh, kw, pad_t, pad_l, pad_r;
 };
 
 SINGA_ISA_DECLARE(
@@ -39,7 +41,10 @@ SINGA_ISA_DECLARE(
     size_t DirectDxWorkFloats(const DirectDxJob& job);
     // Prepares `work` (64-byte aligned) for DirectDxImage calls of this job.
     void DirectDxClear(const DirectDxJob& job, float* work);
-    // dx of image b, all its channels.
+    // Images one DirectDxImage call computes (its group).
+    int DirectDxGroup(const DirectDxJob& job);
+    // dx of the group of images from b (b a multiple of the group size; the
+    // last group may be short), all their channels.
     void DirectDxImage(const DirectDxJob& job, int b, float* work);)
 
 }  // namespace cpu

@@ -3,7 +3,11 @@
 // Per image, dy is first copied into P: plane m of P holds dy's plane m
 // shifted by (kh - 1 - pad_t, kw - 1 - pad_l) inside a border of zeros, so
 // that dx[iy][ix] = sum over m, ki, kj of wf[m][ki][kj] * P[m][iy + ki][ix + kj]
-// with no bounds to check. A register tile covers R dx rows by two vectors;
+// with no bounds to check. When dx rows do not fill whole tiles (LeNet's 28
+// floats in 16-float tiles), several images sit side by side in P's rows,
+// each in a segment of sw >= w + pad columns: the zeros right of one image's
+// dy are the zeros left of the next one's, and the tiles run across the
+// segments, so fewer lanes compute columns that are thrown away. A register tile covers R dx rows by two vectors;
 // for each output channel and kernel column it loads the R + kh - 1 rows of
 // P the tile reaches once and multiplies each by the weights of every kernel
 // row landing on a tile row. The kernel height is a template argument so the
@@ -74,10 +78,11 @@ inline Vec Fma(Vec a, Vec b, Vec c) {
 #endif
 }
 
-// P holds up to this many floats (L2 sized) of output channels at a time;
-// dx accumulates over such groups. Smaller groups that stay in L1 measured
-// slower: each costs a pass over dx.
-constexpr int64_t kPackFloats = 32 * 1024;
+// P holds up to this many floats (320 KB, within a server core's L2) of
+// output channels at a time; dx accumulates over such groups. Smaller groups
+// that stay in L1 measured slower: each costs a pass over dx. (LeNet's first
+// layer, four images side by side, fits its 20 channels in one group.)
+constexpr int64_t kPackFloats = 80 * 1024;
 
 // Whether a band of R tile rows whose P rows [s_lo, s_hi) hold dy should
 // skip the others: that costs branches, worth it for a third of them.
@@ -85,9 +90,14 @@ inline bool SkipRows(int s_lo, int s_hi, int R, int kh) {
   return 3 * (std::max(0, s_lo) + std::max(0, R + kh - 1 - s_hi)) >= R + kh - 1;
 }
 
+// Images side by side in P at most.
+constexpr int kMaxGroup = 4;
+
 struct Layout {
   int rows;        // tile rows
-  int tiles_x;     // tiles across a dx row
+  int group;       // images side by side in P
+  int sw;          // P columns per image (its segment)
+  int tiles_x;     // tiles across a row of P
   int hp, wp;    // P plane
   int64_t plane;
   int mc;        // output channels P holds
@@ -141,8 +151,23 @@ Layout LayoutOf(const DirectDxJob& j) {
       l.rows = r;
     }
   }
+  // Images per P row: the fewest tile columns per image. The segments need
+  // zeros of their own on both sides (pads up to kw - 1).
   const int tw = kV * kVW;
+  l.group = 1;
+  l.sw = j.w;
   l.tiles_x = (j.w + tw - 1) / tw;
+  if (j.pad_l <= j.kw - 1 && j.pad_r <= j.kw - 1) {
+    const int sw = j.w + std::max(j.pad_l, j.pad_r);
+    for (int g = 2; g <= std::min(kMaxGroup, j.n); ++g) {
+      const int tiles = (g * sw + tw - 1) / tw;
+      if (int64_t(tiles) * l.group < int64_t(l.tiles_x) * g) {
+        l.group = g;
+        l.sw = sw;
+        l.tiles_x = tiles;
+      }
+    }
+  }
   // Whole tiles in both directions read inside P.
   l.hp = (j.h + l.rows - 1) / l.rows * l.rows + j.kh - 1;
   l.wp = (l.tiles_x * tw + j.kw - 1 + kVW - 1) / kVW * kVW;
@@ -154,10 +179,11 @@ Layout LayoutOf(const DirectDxJob& j) {
   return l;
 }
 
-// Copies output channels [m0, m0 + nm) of image b of dy into P. Only dy's
-// own rows are written: the zeros around them stay from DirectDxClear.
-void PackImage(const DirectDxJob& j, const Layout& l, int b, int m0, int nm,
-               float* P) {
+// Copies output channels [m0, m0 + nm) of image b of dy into segment g of
+// P. Only dy's own rows and columns are written: the zeros around them stay
+// from DirectDxClear.
+void PackImage(const DirectDxJob& j, const Layout& l, int b, int g, int m0,
+               int nm, float* P) {
   const Interior in = InteriorOf(j, l);
   const int n = in.x1 - in.x0;
   if (n == 0) return;
@@ -166,7 +192,7 @@ void PackImage(const DirectDxJob& j, const Layout& l, int b, int m0, int nm,
     for (int y = in.y0; y < in.y1; ++y) {
       const float* s = dy + (int64_t(m) * j.oh + y) * j.ow + in.x0;
       float* d = P + m * l.plane + int64_t(y + in.y_shift) * l.wp +
-                 in.x0 + in.x_shift;
+                 g * l.sw + in.x0 + in.x_shift;
       if (n >= kVW) {
         // Rows are short: whole vectors and one overlapping the end.
         for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
@@ -177,16 +203,44 @@ void PackImage(const DirectDxJob& j, const Layout& l, int b, int m0, int nm,
     }
 }
 
-// Rows [0, rows) and columns [0, cols) of a dx tile at out (ldo floats
-// apart) (accumulate ? += : =) the correlation of P (p at the tile's first
-// row and column) with the mg flipped kernels at wc.
+// Where a tile's columns go: P column X is column X % sw of image X / sw of
+// the group, dropped where that is past w or past the images there are
+// (planes[g] null).
+struct Dest {
+  float* const* planes;  // the dx plane of each image of the group
+  int group, sw, w;
+  bool accumulate;
+};
+
+// (d.accumulate ? += : =) one vector of a tile: P columns [x, x + kVW) of
+// dx row y.
+inline void StoreVec(const Dest& d, int y, int x, Vec v) {
+  const int g = x / d.sw, ix = x - g * d.sw;
+  if (ix + kVW <= d.w && g < d.group && d.planes[g]) {
+    float* o = d.planes[g] + int64_t(y) * d.w + ix;
+    Store(o, d.accumulate ? Load(o) + v : v);
+    return;
+  }
+  float t[kVW];
+  Store(t, v);
+  for (int l = 0; l < kVW; ++l) {
+    const int gl = (x + l) / d.sw, il = x + l - gl * d.sw;
+    if (il >= d.w || gl >= d.group || !d.planes[gl]) continue;
+    float* o = d.planes[gl] + int64_t(y) * d.w + il;
+    *o = d.accumulate ? *o + t[l] : t[l];
+  }
+}
+
+// dx rows [y0, y0 + rows) at P columns [x0, x0 + V * kVW) of the group
+// (accumulate ? += : =) the correlation of P (p at the tile's first row and
+// column) with the mg flipped kernels at wc.
 // With Edge set, only P rows [s_lo, s_hi) of the tile's R + KH - 1 are
 // read: the others are zeros (dx rows near the top and bottom, where some
 // kernel rows fall into the padding).
 template <int KH, int R, int V, bool Edge>
 void Tile(const float* p, int64_t plane, int wp, const float* wc, int mg,
-          int kw, float* out, int ldo, int rows, int cols, bool accumulate,
-          int s_lo, int s_hi) {
+          int kw, const Dest& out, int y0, int x0, int rows, int s_lo,
+          int s_hi) {
   Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -218,50 +272,41 @@ void Tile(const float* p, int64_t plane, int wp, const float* wc, int mg,
     }
   }
   for (int r = 0; r < rows; ++r)
-    for (int v = 0; v < V && v * kVW < cols; ++v) {
-      float* o = out + int64_t(r) * ldo + v * kVW;
-      const int n = std::min(kVW, cols - v * kVW);
-      if (n == kVW) {
-        Store(o, accumulate ? Load(o) + acc[r][v] : acc[r][v]);
-      } else {
-        float t[kVW];
-        Store(t, acc[r][v]);
-        for (int i = 0; i < n; ++i) o[i] = accumulate ? o[i] + t[i] : t[i];
-      }
-    }
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) StoreVec(out, y0 + r, x0 + v * kVW, acc[r][v]);
 }
 
-// One dx plane (+)= the nm output channels in P with their kernels at wc.
+// One dx plane per image of the group (+)= the nm output channels in P
+// with their kernels at wc.
 template <int KH, int R>
 void Channel(const DirectDxJob& j, const Layout& l, const float* P,
-             const float* wc, int nm, float* out, bool accumulate) {
+             const float* wc, int nm, const Dest& out) {
   for (int y0 = 0; y0 < j.h; y0 += R) {
     const int s_lo = l.py0 - y0, s_hi = l.py1 - y0;
     const bool edge = SkipRows(s_lo, s_hi, R, KH);
     for (int t = 0; t < l.tiles_x; ++t) {
       const int x0 = t * kV * kVW;
       const float* p = P + int64_t(y0) * l.wp + x0;
-      float* o = out + int64_t(y0) * j.w + x0;
-      const int rows = std::min(R, j.h - y0), cols = std::min(kV * kVW, j.w - x0);
+      const int rows = std::min(R, j.h - y0);
       if (edge)
-        Tile<KH, R, kV, true>(p, l.plane, l.wp, wc, nm, j.kw, o, j.w,
-                                   rows, cols, accumulate, s_lo, s_hi);
+        Tile<KH, R, kV, true>(p, l.plane, l.wp, wc, nm, j.kw, out, y0, x0,
+                              rows, s_lo, s_hi);
       else
-        Tile<KH, R, kV, false>(p, l.plane, l.wp, wc, nm, j.kw, o, j.w,
-                                    rows, cols, accumulate, s_lo, s_hi);
+        Tile<KH, R, kV, false>(p, l.plane, l.wp, wc, nm, j.kw, out, y0, x0,
+                               rows, s_lo, s_hi);
     }
   }
 }
 
 template <int KH>
 void ChannelRows(const DirectDxJob& j, const Layout& l, const float* P,
-                 const float* wc, int nm, float* out, bool accumulate) {
+                 const float* wc, int nm, const Dest& out) {
   constexpr int top = MaxRows(KH);
   static_assert(kRowChoices == 3, "one case per row choice");
   switch (top - l.rows) {
-    case 0: return Channel<KH, top>(j, l, P, wc, nm, out, accumulate);
-    case 1: return Channel<KH, top - 1>(j, l, P, wc, nm, out, accumulate);
-    default: return Channel<KH, top - 2>(j, l, P, wc, nm, out, accumulate);
+    case 0: return Channel<KH, top>(j, l, P, wc, nm, out);
+    case 1: return Channel<KH, top - 1>(j, l, P, wc, nm, out);
+    default: return Channel<KH, top - 2>(j, l, P, wc, nm, out);
   }
 }
 
@@ -276,24 +321,31 @@ void DirectDxClear(const DirectDxJob& job, float* work) {
   std::memset(work, 0, sizeof(float) * DirectDxWorkFloats(job));
 }
 
+int DirectDxGroup(const DirectDxJob& job) { return LayoutOf(job).group; }
+
 void DirectDxImage(const DirectDxJob& j, int b, float* work) {
   const Layout l = LayoutOf(j);
   const int kk = j.kh * j.kw;
+  const int images = std::min(l.group, j.n - b);
   for (int m0 = 0; m0 < j.mg; m0 += l.mc) {
     const int nm = std::min(l.mc, j.mg - m0);
-    PackImage(j, l, b, m0, nm, work);
+    // Segments past the last image keep an earlier group's dy: their
+    // columns are computed but not stored, and no other segment reads them.
+    for (int g = 0; g < images; ++g) PackImage(j, l, b + g, g, m0, nm, work);
     for (int c = 0; c < j.c; ++c) {
       const float* wc = j.wf + (int64_t(c) * j.mg + m0) * kk;
-      float* out = j.dx + (int64_t(b) * j.c + c) * j.h * j.w;
-      const bool acc = m0 > 0;
+      float* planes[kMaxGroup] = {};
+      for (int g = 0; g < images; ++g)
+        planes[g] = j.dx + (int64_t(b + g) * j.c + c) * j.h * j.w;
+      const Dest out{planes, l.group, l.sw, j.w, m0 > 0};
       switch (j.kh) {
-        case 1: ChannelRows<1>(j, l, work, wc, nm, out, acc); break;
-        case 2: ChannelRows<2>(j, l, work, wc, nm, out, acc); break;
-        case 3: ChannelRows<3>(j, l, work, wc, nm, out, acc); break;
-        case 4: ChannelRows<4>(j, l, work, wc, nm, out, acc); break;
-        case 5: ChannelRows<5>(j, l, work, wc, nm, out, acc); break;
-        case 6: ChannelRows<6>(j, l, work, wc, nm, out, acc); break;
-        default: ChannelRows<7>(j, l, work, wc, nm, out, acc); break;
+        case 1: ChannelRows<1>(j, l, work, wc, nm, out); break;
+        case 2: ChannelRows<2>(j, l, work, wc, nm, out); break;
+        case 3: ChannelRows<3>(j, l, work, wc, nm, out); break;
+        case 4: ChannelRows<4>(j, l, work, wc, nm, out); break;
+        case 5: ChannelRows<5>(j, l, work, wc, nm, out); break;
+        case 6: ChannelRows<6>(j, l, work, wc, nm, out); break;
+        default: ChannelRows<7>(j, l, work, wc, nm, out); break;
       }
     }
   }
