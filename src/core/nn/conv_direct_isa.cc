@@ -172,7 +172,10 @@ Layout LayoutOf(const DirectDxJob& j) {
   l.hp = (j.h + l.rows - 1) / l.rows * l.rows + j.kh - 1;
   l.wp = (l.tiles_x * tw + j.kw - 1 + kVW - 1) / kVW * kVW;
   l.plane = int64_t(l.hp) * l.wp;
-  l.mc = int(std::clamp<int64_t>(kPackFloats / l.plane, 1, j.mg));
+  // Equal groups: a short last one would cost a whole pass over dx.
+  const int64_t cap = std::clamp<int64_t>(kPackFloats / l.plane, 1, j.mg);
+  const int64_t packs = (j.mg + cap - 1) / cap;
+  l.mc = int((j.mg + packs - 1) / packs);
   const Interior in = InteriorOf(j, l);
   l.py0 = in.y0 + in.y_shift;
   l.py1 = in.y1 + in.y_shift;
