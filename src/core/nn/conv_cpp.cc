@@ -278,9 +278,9 @@ void BackwardDataDirect(const float* dy, const float* w, float* dx,
       float* dst = wf + (int64_t(c) * p.oc + m) * kk;
       for (int t = 0; t < kk; ++t) dst[t] = src[kk - 1 - t];
     }
-  const DirectDxJob job{dy,   wf,     dx,     p.n,  p.c,  p.h,     p.w,
-                        p.oc, p.oh(), p.ow(), p.kh, p.kw, p.pad_t, p.pad_l,
-                        p.pad_r};
+  const DirectDxJob job{dy,   wf,   dx,     p.n,    p.c,  p.h,
+                        p.w,  p.oc, p.oh(), p.ow(), p.kh, p.kw,
+                        p.pad_t, p.pad_l, p.pad_r};
   const size_t work = DirectDxWork(job);
   const int group = DirectDxImages(job);
   const int groups = int(CeilDiv(p.n, group));

@@ -3,15 +3,16 @@
 // Per image, dy is first copied into P: plane m of P holds dy's plane m
 // shifted by (kh - 1 - pad_t, kw - 1 - pad_l) inside a border of zeros, so
 // that dx[iy][ix] = sum over m, ki, kj of wf[m][ki][kj] * P[m][iy + ki][ix + kj]
-// with no bounds to check. When dx rows do not fill whole tiles (LeNet's 28
-// floats in 16-float tiles), several images sit side by side in P's rows,
-// each in a segment of sw >= w + pad columns: the zeros right of one image's
-// dy are the zeros left of the next one's, and the tiles run across the
-// segments, so fewer lanes compute columns that are thrown away. A register tile covers R dx rows by two vectors;
+// with no bounds to check. A register tile covers R dx rows by two vectors;
 // for each output channel and kernel column it loads the R + kh - 1 rows of
 // P the tile reaches once and multiplies each by the weights of every kernel
-// row landing on a tile row. The kernel height is a template argument so the
-// tile's accumulators stay in registers.
+// row landing on a tile row. When dx rows do not fill whole tiles (LeNet's
+// 28 floats in 16-float tiles), several images sit side by side in P's
+// rows, each in a segment of sw >= w + pad columns: the zeros right of one
+// image's dy are the zeros left of the next one's, and the tiles run across
+// the segments, so fewer lanes compute columns that are thrown away. The
+// kernel height is a template argument so the tile's accumulators stay in
+// registers.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
