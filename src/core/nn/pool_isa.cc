@@ -232,6 +232,12 @@ struct Strays {
     else
       four |= bad;
   }
+  void Join(const Strays& o) {
+    wide |= o.wide;
+    eight |= o.eight;
+    four |= o.four;
+    one |= o.one;
+  }
   bool any() const {
     int r = one;
     for (int l = 0; l < kVW; ++l) r |= wide[l];
@@ -272,14 +278,79 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
   std::memcpy(t1 + w, &bot1, sizeof bot1);
 }
 
+// Walks planes with no uncovered last row whose output rows split into
+// whole halves of a W-lane block (W / 2 outputs): a block is then W
+// consecutive outputs, each half inside one row, so every load and store of
+// y, dy and argmax is one full vector and one flat loop covers rows, plane
+// boundaries and all (LeNet's 12- and 4-output rows). The row and plane
+// bookkeeping is done per half; an odd last half goes output by output.
+template <int W, class B, class O>
+__attribute__((always_inline)) inline void Flat2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
+                    B block, O one) {
+  constexpr int kHalf = W / 2;
+  // From the end of a row's top input row to the next row's start.
+  const size_t jump = 2 * size_t(p.w) - 2 * size_t(ow);
+  Half cur{q0 * size_t(p.h) * p.w, size_t(q0) * oh * ow, 0};
+  int col = 0, row = 0;
+  auto next = [&] {
+    const Half h = cur;
+    cur = Half{cur.in + W, cur.out + kHalf, cur.at + W};
+    if ((col += kHalf) == ow) {
+      col = 0;
+      cur.in += jump;
+      cur.at += int32_t(jump);
+      if (++row == oh) {
+        row = 0;
+        cur.at = 0;
+      }
+    }
+    return h;
+  };
+  long halves = (q1 - q0) * oh * (ow / kHalf);
+  // Rows of one half in planes of an even number of rows (LeNet's 8x8
+  // maps): a block is two rows of one plane, and the per-half bookkeeping
+  // would cost as much as the block.
+  if (ow == kHalf && oh % 2 == 0) {
+    const size_t w2 = 2 * size_t(p.w);
+    int k = 0;
+    for (; halves > 0; halves -= 2) {
+      block(Int<W>(), ModeC<kAdjacent>(), cur,
+            Half{cur.in + w2, cur.out + kHalf, cur.at + int32_t(w2)});
+      cur = Half{cur.in + 2 * w2, cur.out + W, cur.at + 2 * int32_t(w2)};
+      if (++k == oh / 2) {
+        k = 0;
+        cur.at = 0;
+      }
+    }
+    return;
+  }
+  for (; halves >= 2; halves -= 2) {
+    const Half h0 = next();
+    const Half h1 = next();
+    block(Int<W>(), ModeC<kAdjacent>(), h0, h1);
+  }
+  if (halves) {
+    const Half h = next();
+    for (int k = 0; k < kHalf; ++k)
+      one(Half{h.in + 2 * k, h.out + size_t(k), h.at + 2 * k});
+  }
+}
+
 // Calls block(Int<W>, ModeC<kMode>, h0, h1) for vector blocks covering output
 // rows [q0 * oh, q1 * oh) of planes q0 .. q1 - 1, and one(half) for single
-// outputs. Rows go two at a time: each gets whole kVW blocks (and on
-// AVX-512 one 8-lane block), then a piece of 4 outputs from each fills one
-// 8-lane block together; a last unpaired row's piece runs alone in 4 lanes.
-template <bool kFlatRows, class B, class O>
-inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
+// outputs. Planes Flat2x2 can walk go there. Otherwise rows go two at a
+// time: each gets whole kVW blocks (and on AVX-512 one 8-lane block), then a
+// piece of 4 outputs from each fills one 8-lane block together; a last
+// unpaired row's piece runs alone in 4 lanes.
+template <class B, class O>
+__attribute__((always_inline)) inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
                     B block, O one) {
+  if (p.h == 2 * oh) {
+    if (ow % (kVW / 2) == 0)
+      return Flat2x2<kVW>(p, oh, ow, q0, q1, block, one);
+    if constexpr (kVW > 8)
+      if (ow % 4 == 0) return Flat2x2<8>(p, oh, ow, q0, q1, block, one);
+  }
   const int w = p.w;
   const size_t skip = size_t(p.h - 2 * oh) * w;
   const int wide = ow / kVW * kVW;
@@ -300,53 +371,6 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
   auto rest = [&](Half row) {
     for (int ox = tail; ox < ow; ++ox) one(at(row, ox));
   };
-  // Planes 8 wide, tiled exactly by the windows into an even number of
-  // rows (LeNet's 8x8 maps): rows of 4 outputs, whose pairs lie back to
-  // back in x and in y and never straddle a plane. One flat loop with the
-  // width known walks them; the general walk below spends as long on its
-  // bookkeeping as on such a row's block.
-  if constexpr (kVW >= 8) {
-    if (ow == 4 && w == 8 && p.h == 2 * oh && oh % 2 == 0) {
-      Half r0{q0 * size_t(p.h) * 8, size_t(q0) * oh * 4, 0};
-      int k = 0;
-      for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
-        block(Int<8>(), ModeC<kAdjacent>(), r0,
-              Half{r0.in + 16, r0.out + 4, r0.at + 16});
-        r0 = Half{r0.in + 32, r0.out + 8, r0.at + 32};
-        if (++k == oh / 2) {
-          k = 0;
-          r0.at = 0;
-        }
-      }
-      return;
-    }
-  }
-  // Other exactly tiled planes whose rows are whole kVW blocks and at most
-  // a piece of 4: the same flat walk over row pairs. Measured faster for
-  // the backward and the forward without argmax, slower for the forward
-  // with it (LeNet's 24x24 maps), which therefore keeps the general walk.
-  if (kFlatRows && p.h == 2 * oh && w == 2 * ow && oh % 2 == 0 && !eight &&
-      tail == ow) {
-    Half r0{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
-    const Half step{2 * size_t(w), size_t(ow), 2 * w};
-    int k = 0;
-    for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
-      const Half r1{r0.in + step.in, r0.out + step.out, r0.at + step.at};
-      for (int ox = 0; ox < wide; ox += kVW)
-        block(Int<kVW>(), ModeC<kRow>(), at(r0, ox), at(r0, ox + kVW / 2));
-      for (int ox = 0; ox < wide; ox += kVW)
-        block(Int<kVW>(), ModeC<kRow>(), at(r1, ox), at(r1, ox + kVW / 2));
-      if constexpr (kVW >= 8)
-        if (four)
-          block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
-      r0 = Half{r1.in + step.in, r1.out + step.out, r1.at + step.at};
-      if (++k == oh / 2) {
-        k = 0;
-        r0.at = 0;
-      }
-    }
-    return;
-  }
   // The current row and its index within its plane.
   Half row{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
   int oy = 0;
@@ -386,12 +410,17 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
   }
 }
 
-template <bool kArgmax, bool kExact, class N>
+// NaN lanes are gathered in a local Strays and merged into *strays once:
+// flags kept behind a pointer may alias the argmax stores (both int32), so
+// the compiler would load and store them around every block.
+template <bool kArgmax, bool kExact>
 void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
                     int32_t* __restrict arg, const PoolParams& p, int oh,
-                    int ow, long q0, long q1, N* nan) {
+                    int ow, long q0, long q1, Strays* strays) {
   const int w = p.w;
-  Rows2x2<!kArgmax>(
+  Strays local;
+  Strays* nan = &local;
+  Rows2x2(
       p, oh, ow, q0, q1,
       [&](auto width, auto mode, Half h0, Half h1) {
         constexpr int W = decltype(width)::value;
@@ -418,14 +447,17 @@ void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
         y[o.out] = best;
         if (kArgmax) arg[o.out] = idx;
       });
+  strays->Join(local);
 }
 
 void MaxPool2x2Backward(const float* __restrict dy,
                         const int32_t* __restrict arg, float* __restrict dx,
                         const PoolParams& p, int oh, int ow, long q0, long q1,
-                        Strays* strays) {
+                        Strays* out) {
   const int w = p.w;
-  Rows2x2<true>(
+  Strays local;
+  Strays* strays = &local;
+  Rows2x2(
       p, oh, ow, q0, q1,
       [&](auto width, auto split, Half h0, Half h1) {
         MaxPool2x2BackBlock<decltype(width)::value, decltype(split)::value>(
@@ -441,6 +473,7 @@ void MaxPool2x2Backward(const float* __restrict dy,
         }
         strays->one |= !hit;
       });
+  out->Join(local);
   // An odd last column or row belongs to no window.
   const size_t in_plane = size_t(p.h) * w;
   for (long q = q0; q < q1; ++q) {
@@ -639,6 +672,29 @@ void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
         MaxPoolPlaneBackward(dy + q * out_plane, argmax + q * out_plane,
                              dx + q * in_plane, in_plane, out_plane);
   }
+}
+
+int32_t MaxPoolArgmaxTop(const int32_t* argmax, size_t count) {
+  int32_t top = -1;
+#pragma omp parallel reduction(max : top) if (count > size_t(kParallelWork))
+  {
+    const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
+    // Four vector maxima in flight, so the loop runs at load speed rather
+    // than at the latency of one dependent chain.
+    IVec m[4];
+    for (auto& v : m) v = IVec{} - 1;
+    size_t i = lo;
+    for (; i + 4 * kVW <= hi; i += 4 * kVW)
+      for (int k = 0; k < 4; ++k) {
+        const IVec v = LoadV<IVec>(argmax + i + k * kVW);
+        m[k] = v > m[k] ? v : m[k];
+      }
+    for (int k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+    for (int l = 0; l < kVW; ++l) top = std::max(top, m[0][l]);
+    for (; i < hi; ++i) top = std::max(top, argmax[i]);
+  }
+  return top;
 }
 
 void AvgPoolForward(const float* x, float* y, const PoolParams& p,
