@@ -726,6 +726,19 @@ static void TestPool2x2Fast() {
       for (size_t i = n / 2; i < n / 2 + 9 && i < n; ++i) odd[i] = -INFINITY;
       odd[n / 5] = INFINITY;
       TestPool(name + " nan/inf", p, odd, false);
+      // One whole window of -inf (argmax -1) in the middle plane, with no
+      // NaN anywhere, and one holding -inf and finite values.
+      Vec inf = Random(n);
+      const int oy = p.oh() / 2, ox = p.ow() / 2;
+      const size_t plane = size_t(k.n * k.c / 2) * k.h * k.w;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          const int iy = 2 * oy - k.pad + i, ix = 2 * ox - k.pad + j;
+          if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
+            inf[plane + size_t(iy) * k.w + ix] = -INFINITY;
+        }
+      inf[n / 7] = -INFINITY;
+      TestPool(name + " -inf window", p, inf, false);
     }
   }
   omp_set_num_threads(saved);

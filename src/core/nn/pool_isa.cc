@@ -163,20 +163,33 @@ inline typename Lanes<W>::I Corners(int32_t at0, int32_t at1) {
   return Corners<W>(at0, at1, std::make_integer_sequence<int, W>());
 }
 
+// A walk passes each block either these corners, kept up to date with one
+// vector add per block where the walk allows it, or FromHalves: work them
+// out from the halves' plane indices (two broadcasts and a blend).
+struct FromHalves {};
+
+template <int W, class C>
+inline typename Lanes<W>::I CornersOf(C corner, Half h0, Half h1) {
+  if constexpr (std::is_same_v<C, FromHalves>)
+    return Corners<W>(h0.at, h1.at);
+  else
+    return corner;
+}
+
 // One block of a 2x2, stride-2, unpadded, undilated max pool. The result
 // must be the generic loop's: taps in the order (0,0) (0,1) (1,0) (1,1),
 // each taken when greater than the best so far or NaN, starting from -inf
 // with argmax -1; so the first maximum wins a tie, the last NaN wins, and
 // an all -inf window has argmax -1.
 //
-// kExact follows that rule tap by tap. The fast form assumes no NaN: it
-// compares the taps in pairs, left before right and top before bottom (the
-// same first maximum), and sets NaN lanes in *nan so the caller can redo
-// the rows exactly.
-template <int W, int kMode, bool kArgmax, bool kExact, class I>
+// kExact follows that rule tap by tap. The fast form assumes finite
+// inputs: it compares the taps in pairs, left before right and top before
+// bottom (the same first maximum), and sets lanes holding a NaN or an
+// infinity in *nan so the caller can redo the rows exactly.
+template <int W, int kMode, bool kArgmax, bool kExact, class I, class C>
 inline void MaxPool2x2Block(const float* __restrict x, int w,
                             float* __restrict y, int32_t* __restrict arg,
-                            Half h0, Half h1, I* nan) {
+                            Half h0, Half h1, C corner, I* nan) {
   typedef typename Lanes<W>::F F;
   const auto lanes = std::make_integer_sequence<int, W>();
   const float* t0 = x + h0.in;
@@ -185,11 +198,11 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
   const F c = LoadV<F>(t0 + w), d = LoadV<F>(t1 + w);
   const F v[4] = {Split<false>(a, b, lanes), Split<true>(a, b, lanes),
                   Split<false>(c, d, lanes), Split<true>(c, d, lanes)};
-  const I at = Corners<W>(h0.at, h1.at);
-  const float ninf = -std::numeric_limits<float>::infinity();
+  const I at = CornersOf<W>(corner, h0, h1);
   F best;
   I idx;
   if constexpr (kExact) {
+    const float ninf = -std::numeric_limits<float>::infinity();
     const int32_t tap[4] = {0, 1, w, w + 1};
     best = F{} + ninf;
     idx = I{} - 1;
@@ -199,15 +212,18 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
       if (kArgmax) idx = take ? at + tap[t] : idx;
     }
   } else {
-    *nan |= (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+    // A lane of the four loads holding a NaN or an infinity makes its sum
+    // minus itself NaN (so does a sum that overflows): such lanes are
+    // flagged and the rows redone exactly, which also gives an all -inf
+    // window its argmax -1. Summing the loads before they are split costs
+    // five vector operations where testing each tap for NaN costs eight.
+    const F sum = (a + b) + (c + d);
+    *nan |= (sum - sum) != 0;
     const I right_top = v[1] > v[0], right_bot = v[3] > v[2];
     const F top = right_top ? v[1] : v[0], bot = right_bot ? v[3] : v[2];
     const I lower = bot > top;
     best = lower ? bot : top;
-    if (kArgmax)
-      // All -inf: nothing beat the start, argmax -1 (all bits set).
-      idx = (at + (lower ? (right_bot & 1) + w : right_top & 1)) |
-            (best == ninf);
+    if (kArgmax) idx = at + (lower ? (right_bot & 1) + w : right_top & 1);
   }
   constexpr bool kSplit = kMode == kApart;
   StorePair<kSplit>(y + h0.out, y + h1.out, Reorder<true>(best, lanes));
@@ -216,7 +232,7 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
 }
 
 // Lanes flagged by the blocks of each width, tested once per thread: NaN
-// inputs in the forward, and in the backward argmaxes outside their own
+// or infinite inputs in the forward, and in the backward argmaxes outside their own
 // window (ones this forward did not make).
 struct Strays {
   typename Lanes<kVW>::I wide{};
@@ -249,11 +265,11 @@ struct Strays {
 
 // Backward of one block: each window's four cells get dy where the argmax
 // points at them and 0 elsewhere, written once (no zero-fill pass).
-template <int W, int kMode>
+template <int W, int kMode, class C>
 inline void MaxPool2x2BackBlock(const float* __restrict dy,
                                 const int32_t* __restrict arg,
                                 float* __restrict dx, int w, Half h0, Half h1,
-                                Strays* strays) {
+                                C corner, Strays* strays) {
   typedef typename Lanes<W>::F F;
   typedef typename Lanes<W>::I I;
   const auto lanes = std::make_integer_sequence<int, W>();
@@ -262,9 +278,9 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
       Reorder<false>(LoadPair<F, kSplit>(dy + h0.out, dy + h1.out), lanes);
   const I a =
       Reorder<false>(LoadPair<I, kSplit>(arg + h0.out, arg + h1.out), lanes);
-  const I at = Corners<W>(h0.at, h1.at);
-  const I m0 = a == at, m1 = a == at + 1, m2 = a == at + w,
-          m3 = a == at + (w + 1);
+  // The argmax relative to its window's top-left cell: 0, 1, w or w + 1.
+  const I d = a - CornersOf<W>(corner, h0, h1);
+  const I m0 = d == 0, m1 = d == 1, m2 = d == w, m3 = d == w + 1;
   strays->Add(~(m0 | m1 | m2 | m3 | (a < 0)));
   const F z = F{};
   const F tl = m0 ? g : z, tr = m1 ? g : z, bl = m2 ? g : z, br = m3 ? g : z;
@@ -285,8 +301,9 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
 // boundaries and all (LeNet's 12- and 4-output rows). The row and plane
 // bookkeeping is done per half; an odd last half goes output by output.
 template <int W, class B, class O>
-__attribute__((always_inline)) inline void Flat2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
-                    B block, O one) {
+[[gnu::always_inline]] inline void Flat2x2(const PoolParams& p, int oh,
+                                           int ow, long q0, long q1, B block,
+                                           O one) {
   constexpr int kHalf = W / 2;
   // From the end of a row's top input row to the next row's start.
   const size_t jump = 2 * size_t(p.w) - 2 * size_t(ow);
@@ -312,14 +329,18 @@ __attribute__((always_inline)) inline void Flat2x2(const PoolParams& p, int oh, 
   // would cost as much as the block.
   if (ow == kHalf && oh % 2 == 0) {
     const size_t w2 = 2 * size_t(p.w);
+    const auto first = Corners<W>(0, int32_t(w2));
+    auto corner = first;
     int k = 0;
     for (; halves > 0; halves -= 2) {
       block(Int<W>(), ModeC<kAdjacent>(), cur,
-            Half{cur.in + w2, cur.out + kHalf, cur.at + int32_t(w2)});
+            Half{cur.in + w2, cur.out + kHalf, cur.at + int32_t(w2)}, corner);
       cur = Half{cur.in + 2 * w2, cur.out + W, cur.at + 2 * int32_t(w2)};
+      corner += 2 * int32_t(w2);
       if (++k == oh / 2) {
         k = 0;
         cur.at = 0;
+        corner = first;
       }
     }
     return;
@@ -327,7 +348,7 @@ __attribute__((always_inline)) inline void Flat2x2(const PoolParams& p, int oh, 
   for (; halves >= 2; halves -= 2) {
     const Half h0 = next();
     const Half h1 = next();
-    block(Int<W>(), ModeC<kAdjacent>(), h0, h1);
+    block(Int<W>(), ModeC<kAdjacent>(), h0, h1, FromHalves());
   }
   if (halves) {
     const Half h = next();
@@ -336,15 +357,17 @@ __attribute__((always_inline)) inline void Flat2x2(const PoolParams& p, int oh, 
   }
 }
 
-// Calls block(Int<W>, ModeC<kMode>, h0, h1) for vector blocks covering output
+// Calls block(Int<W>, ModeC<kMode>, h0, h1, corner) for vector blocks covering
 // rows [q0 * oh, q1 * oh) of planes q0 .. q1 - 1, and one(half) for single
-// outputs. Planes Flat2x2 can walk go there. Otherwise rows go two at a
-// time: each gets whole kVW blocks (and on AVX-512 one 8-lane block), then a
-// piece of 4 outputs from each fills one 8-lane block together; a last
-// unpaired row's piece runs alone in 4 lanes.
+// outputs. The walks are inlined into their pass so that the flags the
+// blocks gather stay in registers. Planes Flat2x2 can walk go there.
+// Otherwise rows go two at a time: each gets whole kVW blocks (and on
+// AVX-512 one 8-lane block), then a piece of 4 outputs from each fills one
+// 8-lane block together; a last unpaired row's piece runs alone in 4 lanes.
 template <class B, class O>
-__attribute__((always_inline)) inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
-                    B block, O one) {
+[[gnu::always_inline]] inline void Rows2x2(const PoolParams& p, int oh,
+                                           int ow, long q0, long q1, B block,
+                                           O one) {
   if (p.h == 2 * oh) {
     if (ow % (kVW / 2) == 0)
       return Flat2x2<kVW>(p, oh, ow, q0, q1, block, one);
@@ -363,10 +386,12 @@ __attribute__((always_inline)) inline void Rows2x2(const PoolParams& p, int oh, 
   };
   auto full = [&](Half row) {
     for (int ox = 0; ox < wide; ox += kVW)
-      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2));
+      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2),
+            FromHalves());
     if constexpr (kVW >= 16)
       if (eight)
-        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4));
+        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4),
+              FromHalves());
   };
   auto rest = [&](Half row) {
     for (int ox = tail; ox < ow; ++ox) one(at(row, ox));
@@ -394,9 +419,11 @@ __attribute__((always_inline)) inline void Rows2x2(const PoolParams& p, int oh, 
     full(r1);
     if constexpr (kVW >= 8) {
       if (four && ow == 4)
-        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0));
+        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0),
+              FromHalves());
       else if (four)
-        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
+        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece),
+              FromHalves());
     }
     rest(r0);
     rest(r1);
@@ -405,7 +432,8 @@ __attribute__((always_inline)) inline void Rows2x2(const PoolParams& p, int oh, 
     full(row);
     if constexpr (kVW >= 8)
       if (four)
-        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2));
+        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2),
+              FromHalves());
     rest(row);
   }
 }
@@ -422,17 +450,17 @@ void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
   Strays* nan = &local;
   Rows2x2(
       p, oh, ow, q0, q1,
-      [&](auto width, auto mode, Half h0, Half h1) {
+      [&](auto width, auto mode, Half h0, Half h1, auto corner) {
         constexpr int W = decltype(width)::value;
         if constexpr (W == kVW)
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->wide);
+              x, w, y, arg, h0, h1, corner, &nan->wide);
         else if constexpr (W == 8)
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->eight);
+              x, w, y, arg, h0, h1, corner, &nan->eight);
         else
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->four);
+              x, w, y, arg, h0, h1, corner, &nan->four);
       },
       [&](Half o) {
         const int32_t cell[4] = {0, 1, w, w + 1};
@@ -459,9 +487,9 @@ void MaxPool2x2Backward(const float* __restrict dy,
   Strays* strays = &local;
   Rows2x2(
       p, oh, ow, q0, q1,
-      [&](auto width, auto split, Half h0, Half h1) {
+      [&](auto width, auto split, Half h0, Half h1, auto corner) {
         MaxPool2x2BackBlock<decltype(width)::value, decltype(split)::value>(
-            dy, arg, dx, w, h0, h1, strays);
+            dy, arg, dx, w, h0, h1, corner, strays);
       },
       [&](Half o) {
         const int32_t cell[4] = {0, 1, w, w + 1};
@@ -618,7 +646,8 @@ void MaxPoolForward(const float* x, float* y, int32_t* argmax,
     {
       const long nt = omp_get_num_threads(), t = omp_get_thread_num();
       const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
-      // The fast pass assumes no NaN; planes with one are redone exactly.
+      // The fast pass assumes finite inputs; planes with a NaN or an
+      // infinity are redone exactly.
       Strays nan;
       if (argmax)
         MaxPool2x2Pass<true, false>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
