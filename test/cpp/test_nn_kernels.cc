@@ -707,7 +707,12 @@ static void TestPool2x2Fast() {
                           {2, 3, 4, 48, 0, 0},  {3, 3, 2, 32, 0, 0},
                           {1, 3, 6, 4, 0, 0},   {1, 5, 2, 5, 0, 0},
                           {2, 3, 14, 12, 0, 0}, {1, 7, 6, 13, 0, 0},
-                          {3, 1, 2, 8, 0, 0}};
+                          {3, 1, 2, 8, 0, 0},
+                          // Row pairs with precomputed block offsets
+                          // (even row counts), one with an odd width, and
+                          // rows too long for them (136 wide).
+                          {2, 3, 8, 25, 0, 0},  {3, 2, 12, 24, 0, 0},
+                          {1, 2, 4, 136, 0, 0}};
     for (const Case& k : cases) {
       PoolParams p = PP(k.n, k.c, k.h, k.w, 2, 2, 2, 2, k.pad, k.pad, k.pad,
                         k.pad, 1, 1, k.ceil, 0);

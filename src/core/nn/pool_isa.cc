@@ -325,8 +325,8 @@ template <int W, class B, class O>
   };
   long halves = (q1 - q0) * oh * (ow / kHalf);
   // Rows of one half in planes of an even number of rows (LeNet's 8x8
-  // maps): a block is two rows of one plane, and the per-half bookkeeping
-  // would cost as much as the block.
+  // maps): a block is two rows of one plane, its window corners kept in a
+  // vector that one add moves on.
   if (ow == kHalf && oh % 2 == 0) {
     const size_t w2 = 2 * size_t(p.w);
     const auto first = Corners<W>(0, int32_t(w2));
@@ -341,6 +341,47 @@ template <int W, class B, class O>
         k = 0;
         cur.at = 0;
         corner = first;
+      }
+    }
+    return;
+  }
+  // Other planes of an even number of rows whose rows hold at most kPeriod
+  // halves (LeNet's 24x24 maps) go two rows at a time the same way: those
+  // rows' blocks always lie alike relative to the pair's first input, so
+  // their offsets and window corners are worked out once and each block
+  // adds the pair's base to them (one vector add where the per-half walk
+  // below spends as long on its bookkeeping as on a short block).
+  constexpr int kPeriod = 16;
+  const int per_row = ow / kHalf;
+  if (oh % 2 == 0 && per_row <= kPeriod) {
+    typedef typename Lanes<W>::I I;
+    const size_t w2 = 2 * size_t(p.w);
+    int32_t off[kPeriod][2];
+    I rel[kPeriod];
+    for (int i = 0; i < per_row; ++i) {
+      for (int s = 0; s < 2; ++s) {
+        const int j = 2 * i + s;
+        off[i][s] = int32_t((j / per_row) * w2) + (j % per_row) * W;
+      }
+      rel[i] = Corners<W>(off[i][0], off[i][1]);
+    }
+    I base{};
+    int k = 0;
+    for (long pair = (q1 - q0) * (oh / 2); pair > 0; --pair) {
+      for (int i = 0; i < per_row; ++i)
+        block(Int<W>(), ModeC<kAdjacent>(),
+              Half{cur.in + off[i][0], cur.out + size_t(i) * W,
+                   cur.at + off[i][0]},
+              Half{cur.in + off[i][1], cur.out + size_t(i) * W + kHalf,
+                   cur.at + off[i][1]},
+              rel[i] + base);
+      cur = Half{cur.in + 2 * w2, cur.out + 2 * size_t(ow),
+                 cur.at + 2 * int32_t(w2)};
+      base += 2 * int32_t(w2);
+      if (++k == oh / 2) {
+        k = 0;
+        cur.at = 0;
+        base = I{};
       }
     }
     return;
