@@ -686,7 +686,8 @@ static Vec Distinct(size_t n) {
 
 // The 2x2 stride-2 max-pool loops: rows of 3, 4, 5, 12, 13, 20 and 21
 // outputs (every block width, rows of 4 paired with the next row's, and
-// scalar tails), 8-wide planes (their flat loop) and near misses of them,
+// scalar tails), planes without an uncovered last row whose rows are
+// whole half blocks (the flat walk, at every block width) and near misses,
 // odd plane heights and widths (a last row or column no
 // window covers, which the backward must zero), ceil mode on even sizes
 // (fast) and odd ones (general), padding (general), integer-valued inputs
@@ -708,7 +709,22 @@ static void TestPool2x2Fast() {
                           {2, 3, 8, 8, 0, 1},   {2, 3, 9, 11, 0, 1},
                           {2, 3, 8, 8, 1, 0},   {3, 7, 2, 8, 0, 0},
                           {1, 5, 4, 8, 0, 0},   {2, 3, 12, 8, 0, 0},
-                          {2, 3, 9, 8, 0, 0},   {2, 3, 8, 9, 0, 0}};
+                          {2, 3, 9, 8, 0, 0},   {2, 3, 8, 9, 0, 0},
+                          // The flat walk: rows of 2, 4, 6, 8, 12, 16 and
+                          // 24 outputs, odd plane widths (a last column no
+                          // window covers), odd and even row counts (blocks
+                          // across rows and planes, an odd last half).
+                          {3, 5, 6, 24, 0, 0},  {1, 3, 10, 25, 0, 0},
+                          {2, 3, 6, 16, 0, 0},  {1, 3, 10, 17, 0, 0},
+                          {2, 3, 4, 48, 0, 0},  {3, 3, 2, 32, 0, 0},
+                          {1, 3, 6, 4, 0, 0},   {1, 5, 2, 5, 0, 0},
+                          {2, 3, 14, 12, 0, 0}, {1, 7, 6, 13, 0, 0},
+                          {3, 1, 2, 8, 0, 0},
+                          // Row pairs with precomputed block offsets
+                          // (even row counts), one with an odd width, and
+                          // rows too long for them (136 wide).
+                          {2, 3, 8, 25, 0, 0},  {3, 2, 12, 24, 0, 0},
+                          {1, 2, 4, 136, 0, 0}};
     for (const Case& k : cases) {
       PoolParams p = PP(k.n, k.c, k.h, k.w, 2, 2, 2, 2, k.pad, k.pad, k.pad,
                         k.pad, 1, 1, k.ceil, 0);
@@ -727,6 +743,19 @@ static void TestPool2x2Fast() {
       for (size_t i = n / 2; i < n / 2 + 9 && i < n; ++i) odd[i] = -INFINITY;
       odd[n / 5] = INFINITY;
       TestPool(name + " nan/inf", p, odd, false);
+      // One whole window of -inf (argmax -1) in the middle plane, with no
+      // NaN anywhere, and one holding -inf and finite values.
+      Vec inf = Random(n);
+      const int oy = p.oh() / 2, ox = p.ow() / 2;
+      const size_t plane = size_t(k.n * k.c / 2) * k.h * k.w;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          const int iy = 2 * oy - k.pad + i, ix = 2 * ox - k.pad + j;
+          if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
+            inf[plane + size_t(iy) * k.w + ix] = -INFINITY;
+        }
+      inf[n / 7] = -INFINITY;
+      TestPool(name + " -inf window", p, inf, false);
     }
   }
   omp_set_num_threads(saved);
@@ -756,6 +785,33 @@ static void TestPool2x2Fast() {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// The argmax maximum MaxPool2dBackward's caller checks: lengths around a
+// few vectors (tails of each width), and long arrays split over 1 and 2
+// threads with the largest entry in each thread's share and at the ends.
+static void TestArgmaxTop() {
+  const int saved = omp_get_max_threads();
+  bool ok = MaxPool2dArgmaxTop(nullptr, 0) == -1;
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    for (size_t n : {size_t(1), size_t(7), size_t(63), size_t(64),
+                     size_t(65), size_t(131), size_t(100003)}) {
+      std::vector<int32_t> a(n);
+      for (size_t i = 0; i < n; ++i) a[i] = int32_t(i % 97) - 1;
+      for (size_t at : {size_t(0), n / 3, (n / 2 + 1) % n, n - 1}) {
+        std::vector<int32_t> b = a;
+        b[at] = 1 << 30;
+        ok = ok && MaxPool2dArgmaxTop(b.data(), n) == 1 << 30;
+      }
+      std::vector<int32_t> neg(n, -1);
+      ok = ok && MaxPool2dArgmaxTop(neg.data(), n) == -1 &&
+           MaxPool2dArgmaxTop(a.data(), n) ==
+               *std::max_element(a.begin(), a.end());
+    }
+  }
+  omp_set_num_threads(saved);
+  Report(ok, "max pool argmax maximum");
 }
 
 static void TestPoolAll() {
@@ -799,6 +855,7 @@ static void TestPoolAll() {
     TestPool("pool 2x2 s2 vector ties", p, x, false);
   }
   TestPool2x2Fast();
+  TestArgmaxTop();
   {
     PoolParams p = PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
     Vec x = Random(16), y(4);

@@ -268,8 +268,9 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
   // The kernel scatters into dx at these positions: each must lie inside
   // its H*W plane (negative marks a window with no input, and is skipped).
-  // On the host they are checked here, with a max over all of them first so
-  // that the usual case costs one vectorised pass. While a graph is recorded
+  // On the host they are checked here, with a max over all of them first
+  // (the pooling kernels' own vector loop, on the OpenMP team) so that the
+  // usual case costs one pass at load speed. While a graph is recorded
   // the values do not exist yet, and on a GPU reading them would cost a copy
   // and a sync per call: there the kernels skip any position outside.
   if (ac.device()->is_host() && !ac.device()->graph_enabled()) {
@@ -277,9 +278,7 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
     const int32_t* am = ac.data<int32_t>();
     const int64_t plane = int64_t(p.h) * p.w;
     const size_t count = ac.Size();
-    int32_t top = -1;
-    for (size_t i = 0; i < count; ++i) top = std::max(top, am[i]);
-    if (top >= plane)
+    if (cpu::MaxPool2dArgmaxTop(am, count) >= plane)
       for (size_t i = 0; i < count; ++i)
         SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
                     " is outside an input plane of ", p.h, "x", p.w, " elements");

@@ -31,6 +31,7 @@ SINGA_ISA_DECLARE(
                         const PoolParams& p, const PoolPlan& pl);
     void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
                          const PoolParams& p, const PoolPlan& pl);
+    int32_t MaxPoolArgmaxTop(const int32_t* argmax, size_t count);
     void AvgPoolForward(const float* x, float* y, const PoolParams& p,
                         const PoolPlan& pl);
     void AvgPoolBackward(const float* dy, float* dx, const PoolParams& p,

@@ -127,6 +127,10 @@ void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
   SINGA_ISA_DISPATCH(MaxPoolBackward(dy, argmax, dx, p, pl.view()));
 }
 
+int32_t MaxPool2dArgmaxTop(const int32_t* argmax, size_t count) {
+  SINGA_ISA_DISPATCH(MaxPoolArgmaxTop(argmax, count));
+}
+
 void AvgPool2dForward(const float* x, float* y, const PoolParams& p) {
   p.Validate();
   const Plan pl = MakePlan(p, true);

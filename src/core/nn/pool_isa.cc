@@ -163,20 +163,33 @@ inline typename Lanes<W>::I Corners(int32_t at0, int32_t at1) {
   return Corners<W>(at0, at1, std::make_integer_sequence<int, W>());
 }
 
+// A walk passes each block either these corners, kept up to date with one
+// vector add per block where the walk allows it, or FromHalves: work them
+// out from the halves' plane indices (two broadcasts and a blend).
+struct FromHalves {};
+
+template <int W, class C>
+inline typename Lanes<W>::I CornersOf(C corner, Half h0, Half h1) {
+  if constexpr (std::is_same_v<C, FromHalves>)
+    return Corners<W>(h0.at, h1.at);
+  else
+    return corner;
+}
+
 // One block of a 2x2, stride-2, unpadded, undilated max pool. The result
 // must be the generic loop's: taps in the order (0,0) (0,1) (1,0) (1,1),
 // each taken when greater than the best so far or NaN, starting from -inf
 // with argmax -1; so the first maximum wins a tie, the last NaN wins, and
 // an all -inf window has argmax -1.
 //
-// kExact follows that rule tap by tap. The fast form assumes no NaN: it
-// compares the taps in pairs, left before right and top before bottom (the
-// same first maximum), and sets NaN lanes in *nan so the caller can redo
-// the rows exactly.
-template <int W, int kMode, bool kArgmax, bool kExact, class I>
+// kExact follows that rule tap by tap. The fast form assumes finite
+// inputs: it compares the taps in pairs, left before right and top before
+// bottom (the same first maximum), and sets lanes holding a NaN or an
+// infinity in *nan so the caller can redo the rows exactly.
+template <int W, int kMode, bool kArgmax, bool kExact, class I, class C>
 inline void MaxPool2x2Block(const float* __restrict x, int w,
                             float* __restrict y, int32_t* __restrict arg,
-                            Half h0, Half h1, I* nan) {
+                            Half h0, Half h1, C corner, I* nan) {
   typedef typename Lanes<W>::F F;
   const auto lanes = std::make_integer_sequence<int, W>();
   const float* t0 = x + h0.in;
@@ -185,11 +198,11 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
   const F c = LoadV<F>(t0 + w), d = LoadV<F>(t1 + w);
   const F v[4] = {Split<false>(a, b, lanes), Split<true>(a, b, lanes),
                   Split<false>(c, d, lanes), Split<true>(c, d, lanes)};
-  const I at = Corners<W>(h0.at, h1.at);
-  const float ninf = -std::numeric_limits<float>::infinity();
+  const I at = CornersOf<W>(corner, h0, h1);
   F best;
   I idx;
   if constexpr (kExact) {
+    const float ninf = -std::numeric_limits<float>::infinity();
     const int32_t tap[4] = {0, 1, w, w + 1};
     best = F{} + ninf;
     idx = I{} - 1;
@@ -199,15 +212,18 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
       if (kArgmax) idx = take ? at + tap[t] : idx;
     }
   } else {
-    *nan |= (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+    // A lane of the four loads holding a NaN or an infinity makes its sum
+    // minus itself NaN (so does a sum that overflows): such lanes are
+    // flagged and the rows redone exactly, which also gives an all -inf
+    // window its argmax -1. Summing the loads before they are split costs
+    // five vector operations where testing each tap for NaN costs eight.
+    const F sum = (a + b) + (c + d);
+    *nan |= (sum - sum) != 0;
     const I right_top = v[1] > v[0], right_bot = v[3] > v[2];
     const F top = right_top ? v[1] : v[0], bot = right_bot ? v[3] : v[2];
     const I lower = bot > top;
     best = lower ? bot : top;
-    if (kArgmax)
-      // All -inf: nothing beat the start, argmax -1 (all bits set).
-      idx = (at + (lower ? (right_bot & 1) + w : right_top & 1)) |
-            (best == ninf);
+    if (kArgmax) idx = at + (lower ? (right_bot & 1) + w : right_top & 1);
   }
   constexpr bool kSplit = kMode == kApart;
   StorePair<kSplit>(y + h0.out, y + h1.out, Reorder<true>(best, lanes));
@@ -216,7 +232,7 @@ inline void MaxPool2x2Block(const float* __restrict x, int w,
 }
 
 // Lanes flagged by the blocks of each width, tested once per thread: NaN
-// inputs in the forward, and in the backward argmaxes outside their own
+// or infinite inputs in the forward, and in the backward argmaxes outside their own
 // window (ones this forward did not make).
 struct Strays {
   typename Lanes<kVW>::I wide{};
@@ -232,6 +248,12 @@ struct Strays {
     else
       four |= bad;
   }
+  void Join(const Strays& o) {
+    wide |= o.wide;
+    eight |= o.eight;
+    four |= o.four;
+    one |= o.one;
+  }
   bool any() const {
     int r = one;
     for (int l = 0; l < kVW; ++l) r |= wide[l];
@@ -243,11 +265,11 @@ struct Strays {
 
 // Backward of one block: each window's four cells get dy where the argmax
 // points at them and 0 elsewhere, written once (no zero-fill pass).
-template <int W, int kMode>
+template <int W, int kMode, class C>
 inline void MaxPool2x2BackBlock(const float* __restrict dy,
                                 const int32_t* __restrict arg,
                                 float* __restrict dx, int w, Half h0, Half h1,
-                                Strays* strays) {
+                                C corner, Strays* strays) {
   typedef typename Lanes<W>::F F;
   typedef typename Lanes<W>::I I;
   const auto lanes = std::make_integer_sequence<int, W>();
@@ -256,9 +278,9 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
       Reorder<false>(LoadPair<F, kSplit>(dy + h0.out, dy + h1.out), lanes);
   const I a =
       Reorder<false>(LoadPair<I, kSplit>(arg + h0.out, arg + h1.out), lanes);
-  const I at = Corners<W>(h0.at, h1.at);
-  const I m0 = a == at, m1 = a == at + 1, m2 = a == at + w,
-          m3 = a == at + (w + 1);
+  // The argmax relative to its window's top-left cell: 0, 1, w or w + 1.
+  const I d = a - CornersOf<W>(corner, h0, h1);
+  const I m0 = d == 0, m1 = d == 1, m2 = d == w, m3 = d == w + 1;
   strays->Add(~(m0 | m1 | m2 | m3 | (a < 0)));
   const F z = F{};
   const F tl = m0 ? g : z, tr = m1 ? g : z, bl = m2 ? g : z, br = m3 ? g : z;
@@ -272,14 +294,127 @@ inline void MaxPool2x2BackBlock(const float* __restrict dy,
   std::memcpy(t1 + w, &bot1, sizeof bot1);
 }
 
-// Calls block(Int<W>, ModeC<kMode>, h0, h1) for vector blocks covering output
+// Walks planes with no uncovered last row whose output rows split into
+// whole halves of a W-lane block (W / 2 outputs): a block is then W
+// consecutive outputs, each half inside one row, so every load and store of
+// y, dy and argmax is one full vector and one flat loop covers rows, plane
+// boundaries and all (LeNet's 12- and 4-output rows). The row and plane
+// bookkeeping is done per half; an odd last half goes output by output.
+template <int W, class B, class O>
+[[gnu::always_inline]] inline void Flat2x2(const PoolParams& p, int oh,
+                                           int ow, long q0, long q1, B block,
+                                           O one) {
+  constexpr int kHalf = W / 2;
+  // From the end of a row's top input row to the next row's start.
+  const size_t jump = 2 * size_t(p.w) - 2 * size_t(ow);
+  Half cur{q0 * size_t(p.h) * p.w, size_t(q0) * oh * ow, 0};
+  int col = 0, row = 0;
+  auto next = [&] {
+    const Half h = cur;
+    cur = Half{cur.in + W, cur.out + kHalf, cur.at + W};
+    if ((col += kHalf) == ow) {
+      col = 0;
+      cur.in += jump;
+      cur.at += int32_t(jump);
+      if (++row == oh) {
+        row = 0;
+        cur.at = 0;
+      }
+    }
+    return h;
+  };
+  long halves = (q1 - q0) * oh * (ow / kHalf);
+  // Rows of one half in planes of an even number of rows (LeNet's 8x8
+  // maps): a block is two rows of one plane, its window corners kept in a
+  // vector that one add moves on.
+  if (ow == kHalf && oh % 2 == 0) {
+    const size_t w2 = 2 * size_t(p.w);
+    const auto first = Corners<W>(0, int32_t(w2));
+    auto corner = first;
+    int k = 0;
+    for (; halves > 0; halves -= 2) {
+      block(Int<W>(), ModeC<kAdjacent>(), cur,
+            Half{cur.in + w2, cur.out + kHalf, cur.at + int32_t(w2)}, corner);
+      cur = Half{cur.in + 2 * w2, cur.out + W, cur.at + 2 * int32_t(w2)};
+      corner += 2 * int32_t(w2);
+      if (++k == oh / 2) {
+        k = 0;
+        cur.at = 0;
+        corner = first;
+      }
+    }
+    return;
+  }
+  // Other planes of an even number of rows whose rows hold at most kPeriod
+  // halves (LeNet's 24x24 maps) go two rows at a time the same way: those
+  // rows' blocks always lie alike relative to the pair's first input, so
+  // their offsets and window corners are worked out once and each block
+  // adds the pair's base to them (one vector add where the per-half walk
+  // below spends as long on its bookkeeping as on a short block).
+  constexpr int kPeriod = 16;
+  const int per_row = ow / kHalf;
+  if (oh % 2 == 0 && per_row <= kPeriod) {
+    typedef typename Lanes<W>::I I;
+    const size_t w2 = 2 * size_t(p.w);
+    int32_t off[kPeriod][2];
+    I rel[kPeriod];
+    for (int i = 0; i < per_row; ++i) {
+      for (int s = 0; s < 2; ++s) {
+        const int j = 2 * i + s;
+        off[i][s] = int32_t((j / per_row) * w2) + (j % per_row) * W;
+      }
+      rel[i] = Corners<W>(off[i][0], off[i][1]);
+    }
+    I base{};
+    int k = 0;
+    for (long pair = (q1 - q0) * (oh / 2); pair > 0; --pair) {
+      for (int i = 0; i < per_row; ++i)
+        block(Int<W>(), ModeC<kAdjacent>(),
+              Half{cur.in + off[i][0], cur.out + size_t(i) * W,
+                   cur.at + off[i][0]},
+              Half{cur.in + off[i][1], cur.out + size_t(i) * W + kHalf,
+                   cur.at + off[i][1]},
+              rel[i] + base);
+      cur = Half{cur.in + 2 * w2, cur.out + 2 * size_t(ow),
+                 cur.at + 2 * int32_t(w2)};
+      base += 2 * int32_t(w2);
+      if (++k == oh / 2) {
+        k = 0;
+        cur.at = 0;
+        base = I{};
+      }
+    }
+    return;
+  }
+  for (; halves >= 2; halves -= 2) {
+    const Half h0 = next();
+    const Half h1 = next();
+    block(Int<W>(), ModeC<kAdjacent>(), h0, h1, FromHalves());
+  }
+  if (halves) {
+    const Half h = next();
+    for (int k = 0; k < kHalf; ++k)
+      one(Half{h.in + 2 * k, h.out + size_t(k), h.at + 2 * k});
+  }
+}
+
+// Calls block(Int<W>, ModeC<kMode>, h0, h1, corner) for vector blocks covering
 // rows [q0 * oh, q1 * oh) of planes q0 .. q1 - 1, and one(half) for single
-// outputs. Rows go two at a time: each gets whole kVW blocks (and on
+// outputs. The walks are inlined into their pass so that the flags the
+// blocks gather stay in registers. Planes Flat2x2 can walk go there.
+// Otherwise rows go two at a time: each gets whole kVW blocks (and on
 // AVX-512 one 8-lane block), then a piece of 4 outputs from each fills one
 // 8-lane block together; a last unpaired row's piece runs alone in 4 lanes.
-template <bool kFlatRows, class B, class O>
-inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
-                    B block, O one) {
+template <class B, class O>
+[[gnu::always_inline]] inline void Rows2x2(const PoolParams& p, int oh,
+                                           int ow, long q0, long q1, B block,
+                                           O one) {
+  if (p.h == 2 * oh) {
+    if (ow % (kVW / 2) == 0)
+      return Flat2x2<kVW>(p, oh, ow, q0, q1, block, one);
+    if constexpr (kVW > 8)
+      if (ow % 4 == 0) return Flat2x2<8>(p, oh, ow, q0, q1, block, one);
+  }
   const int w = p.w;
   const size_t skip = size_t(p.h - 2 * oh) * w;
   const int wide = ow / kVW * kVW;
@@ -292,61 +427,16 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
   };
   auto full = [&](Half row) {
     for (int ox = 0; ox < wide; ox += kVW)
-      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2));
+      block(Int<kVW>(), ModeC<kRow>(), at(row, ox), at(row, ox + kVW / 2),
+            FromHalves());
     if constexpr (kVW >= 16)
       if (eight)
-        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4));
+        block(Int<8>(), ModeC<kRow>(), at(row, wide), at(row, wide + 4),
+              FromHalves());
   };
   auto rest = [&](Half row) {
     for (int ox = tail; ox < ow; ++ox) one(at(row, ox));
   };
-  // Planes 8 wide, tiled exactly by the windows into an even number of
-  // rows (LeNet's 8x8 maps): rows of 4 outputs, whose pairs lie back to
-  // back in x and in y and never straddle a plane. One flat loop with the
-  // width known walks them; the general walk below spends as long on its
-  // bookkeeping as on such a row's block.
-  if constexpr (kVW >= 8) {
-    if (ow == 4 && w == 8 && p.h == 2 * oh && oh % 2 == 0) {
-      Half r0{q0 * size_t(p.h) * 8, size_t(q0) * oh * 4, 0};
-      int k = 0;
-      for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
-        block(Int<8>(), ModeC<kAdjacent>(), r0,
-              Half{r0.in + 16, r0.out + 4, r0.at + 16});
-        r0 = Half{r0.in + 32, r0.out + 8, r0.at + 32};
-        if (++k == oh / 2) {
-          k = 0;
-          r0.at = 0;
-        }
-      }
-      return;
-    }
-  }
-  // Other exactly tiled planes whose rows are whole kVW blocks and at most
-  // a piece of 4: the same flat walk over row pairs. Measured faster for
-  // the backward and the forward without argmax, slower for the forward
-  // with it (LeNet's 24x24 maps), which therefore keeps the general walk.
-  if (kFlatRows && p.h == 2 * oh && w == 2 * ow && oh % 2 == 0 && !eight &&
-      tail == ow) {
-    Half r0{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
-    const Half step{2 * size_t(w), size_t(ow), 2 * w};
-    int k = 0;
-    for (long i = (q1 - q0) * (oh / 2); i > 0; --i) {
-      const Half r1{r0.in + step.in, r0.out + step.out, r0.at + step.at};
-      for (int ox = 0; ox < wide; ox += kVW)
-        block(Int<kVW>(), ModeC<kRow>(), at(r0, ox), at(r0, ox + kVW / 2));
-      for (int ox = 0; ox < wide; ox += kVW)
-        block(Int<kVW>(), ModeC<kRow>(), at(r1, ox), at(r1, ox + kVW / 2));
-      if constexpr (kVW >= 8)
-        if (four)
-          block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
-      r0 = Half{r1.in + step.in, r1.out + step.out, r1.at + step.at};
-      if (++k == oh / 2) {
-        k = 0;
-        r0.at = 0;
-      }
-    }
-    return;
-  }
   // The current row and its index within its plane.
   Half row{q0 * size_t(p.h) * w, size_t(q0) * oh * ow, 0};
   int oy = 0;
@@ -370,9 +460,11 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
     full(r1);
     if constexpr (kVW >= 8) {
       if (four && ow == 4)
-        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0));
+        block(Int<8>(), ModeC<kAdjacent>(), at(r0, 0), at(r1, 0),
+              FromHalves());
       else if (four)
-        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece));
+        block(Int<8>(), ModeC<kApart>(), at(r0, piece), at(r1, piece),
+              FromHalves());
     }
     rest(r0);
     rest(r1);
@@ -381,29 +473,35 @@ inline void Rows2x2(const PoolParams& p, int oh, int ow, long q0, long q1,
     full(row);
     if constexpr (kVW >= 8)
       if (four)
-        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2));
+        block(Int<4>(), ModeC<kRow>(), at(row, piece), at(row, piece + 2),
+              FromHalves());
     rest(row);
   }
 }
 
-template <bool kArgmax, bool kExact, class N>
+// NaN lanes are gathered in a local Strays and merged into *strays once:
+// flags kept behind a pointer may alias the argmax stores (both int32), so
+// the compiler would load and store them around every block.
+template <bool kArgmax, bool kExact>
 void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
                     int32_t* __restrict arg, const PoolParams& p, int oh,
-                    int ow, long q0, long q1, N* nan) {
+                    int ow, long q0, long q1, Strays* strays) {
   const int w = p.w;
-  Rows2x2<!kArgmax>(
+  Strays local;
+  Strays* nan = &local;
+  Rows2x2(
       p, oh, ow, q0, q1,
-      [&](auto width, auto mode, Half h0, Half h1) {
+      [&](auto width, auto mode, Half h0, Half h1, auto corner) {
         constexpr int W = decltype(width)::value;
         if constexpr (W == kVW)
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->wide);
+              x, w, y, arg, h0, h1, corner, &nan->wide);
         else if constexpr (W == 8)
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->eight);
+              x, w, y, arg, h0, h1, corner, &nan->eight);
         else
           MaxPool2x2Block<W, decltype(mode)::value, kArgmax, kExact>(
-              x, w, y, arg, h0, h1, &nan->four);
+              x, w, y, arg, h0, h1, corner, &nan->four);
       },
       [&](Half o) {
         const int32_t cell[4] = {0, 1, w, w + 1};
@@ -418,18 +516,21 @@ void MaxPool2x2Pass(const float* __restrict x, float* __restrict y,
         y[o.out] = best;
         if (kArgmax) arg[o.out] = idx;
       });
+  strays->Join(local);
 }
 
 void MaxPool2x2Backward(const float* __restrict dy,
                         const int32_t* __restrict arg, float* __restrict dx,
                         const PoolParams& p, int oh, int ow, long q0, long q1,
-                        Strays* strays) {
+                        Strays* out) {
   const int w = p.w;
-  Rows2x2<true>(
+  Strays local;
+  Strays* strays = &local;
+  Rows2x2(
       p, oh, ow, q0, q1,
-      [&](auto width, auto split, Half h0, Half h1) {
+      [&](auto width, auto split, Half h0, Half h1, auto corner) {
         MaxPool2x2BackBlock<decltype(width)::value, decltype(split)::value>(
-            dy, arg, dx, w, h0, h1, strays);
+            dy, arg, dx, w, h0, h1, corner, strays);
       },
       [&](Half o) {
         const int32_t cell[4] = {0, 1, w, w + 1};
@@ -441,6 +542,7 @@ void MaxPool2x2Backward(const float* __restrict dy,
         }
         strays->one |= !hit;
       });
+  out->Join(local);
   // An odd last column or row belongs to no window.
   const size_t in_plane = size_t(p.h) * w;
   for (long q = q0; q < q1; ++q) {
@@ -585,7 +687,8 @@ void MaxPoolForward(const float* x, float* y, int32_t* argmax,
     {
       const long nt = omp_get_num_threads(), t = omp_get_thread_num();
       const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
-      // The fast pass assumes no NaN; planes with one are redone exactly.
+      // The fast pass assumes finite inputs; planes with a NaN or an
+      // infinity are redone exactly.
       Strays nan;
       if (argmax)
         MaxPool2x2Pass<true, false>(x, y, argmax, p, pl.oh, pl.ow, q0, q1,
@@ -639,6 +742,29 @@ void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
         MaxPoolPlaneBackward(dy + q * out_plane, argmax + q * out_plane,
                              dx + q * in_plane, in_plane, out_plane);
   }
+}
+
+int32_t MaxPoolArgmaxTop(const int32_t* argmax, size_t count) {
+  int32_t top = -1;
+#pragma omp parallel reduction(max : top) if (count > size_t(kParallelWork))
+  {
+    const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
+    // Four vector maxima in flight, so the loop runs at load speed rather
+    // than at the latency of one dependent chain.
+    IVec m[4];
+    for (auto& v : m) v = IVec{} - 1;
+    size_t i = lo;
+    for (; i + 4 * kVW <= hi; i += 4 * kVW)
+      for (int k = 0; k < 4; ++k) {
+        const IVec v = LoadV<IVec>(argmax + i + k * kVW);
+        m[k] = v > m[k] ? v : m[k];
+      }
+    for (int k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+    for (int l = 0; l < kVW; ++l) top = std::max(top, m[0][l]);
+    for (; i < hi; ++i) top = std::max(top, argmax[i]);
+  }
+  return top;
 }
 
 void AvgPoolForward(const float* x, float* y, const PoolParams& p,
