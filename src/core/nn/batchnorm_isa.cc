@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <vector>
 
 #include <omp.h>
 
@@ -46,6 +45,24 @@ constexpr long kParallelWork = 1L << 15;
 constexpr int kFlush = 256 * kVW;
 constexpr int kShiftSamples = 8;
 constexpr int kGroup = 4;
+
+// A zeroed heap array. std::vector would do, but a compiler that does not
+// inline its destructor emits a weak copy of it outside this family's
+// namespace, which CheckIsaSymbols.cmake rejects (GCC 13 does so).
+template <class T>
+class Array {
+ public:
+  explicit Array(size_t n) : p_(new T[n]()) {}
+  ~Array() { delete[] p_; }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  T* data() { return p_; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  T* p_;
+};
 
 // Channels per block: one block per thread, so each walks its channels
 // sample by sample through runs of contiguous memory.
@@ -74,8 +91,9 @@ inline int SampleGroup(int hw) {
 class BlockSums {
  public:
   explicit BlockSums(int channels)
-      : lanes_(size_t(channels) * 2 * kVW, 0.f),
-        total_(size_t(channels) * 2, 0.0) {}
+      : channels_(channels),
+        lanes_(size_t(channels) * 2 * kVW),
+        total_(size_t(channels) * 2) {}
 
   // Adds u(p[j], q[j]) and v(p[j], q[j]) into channel k's two sums for j
   // in [0, len) of `segs` segments lying `stride` floats apart; u and v
@@ -114,12 +132,14 @@ class BlockSums {
     if (pending_ >= kFlush) Flush();
   }
   void Flush() {
-    for (size_t k = 0; k < total_.size(); ++k) {
+    for (size_t k = 0; k < size_t(channels_) * 2; ++k) {
       float* a = lanes_.data() + k * kVW;
       float s = 0.f;
-      for (int l = 0; l < kVW; ++l) s += a[l];
+      for (int l = 0; l < kVW; ++l) {
+        s += a[l];
+        a[l] = 0.f;
+      }
       total_[k] += s;
-      std::fill(a, a + kVW, 0.f);
     }
     pending_ = 0;
   }
@@ -127,8 +147,9 @@ class BlockSums {
   double second(int k) const { return total_[2 * size_t(k) + 1]; }
 
  private:
-  std::vector<float> lanes_;
-  std::vector<double> total_;
+  int channels_;
+  Array<float> lanes_;
+  Array<double> total_;
   int pending_ = 0;
 };
 
@@ -162,8 +183,8 @@ void BatchNormForwardTraining(const float* x, const float* scale,
     // sample's run that the prefetcher follows, rather than channel by
     // channel, which jumps across the batch for every value.
     const int picks = std::min(n, kShiftSamples);
-    std::vector<float> k(c1 - c0), mul(c1 - c0);
-    std::vector<double> first(c1 - c0, 0.0);
+    Array<float> k(c1 - c0), mul(c1 - c0);
+    Array<double> first(c1 - c0);
     for (int t = 0; t < picks; ++t) {
       const float* s = x + (size_t(long(t) * n / picks) * c + c0) * hw;
       for (int ch = c0; ch < c1; ++ch) first[ch - c0] += s[size_t(ch - c0) * hw];
@@ -247,7 +268,7 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
       sums.Next(segs * hw);
     }
     sums.Flush();
-    std::vector<float> f1(c1 - c0), f2(c1 - c0), f3(c1 - c0);
+    Array<float> f1(c1 - c0), f2(c1 - c0), f3(c1 - c0);
     for (int ch = c0; ch < c1; ++ch) {
       const int k = ch - c0;
       const double sum_dy = sums.first(k), sum_dy_xmu = sums.second(k);
