@@ -1007,6 +1007,20 @@ static void TestBatchNormAll() {
   TestBatchNorm(5, 2, 1, 0.f, true);
   TestBatchNorm(16, 20, 144, 0.f, false);
   TestBatchNorm(8, 3, 100, 100.f, false);  // large mean, small spread
+  // The statistics pass sums a few samples per call (fewer for long planes)
+  // and threads take blocks of channels: batches that are no multiple of
+  // the group, planes with vector tails, channel counts that leave the last
+  // thread a short block, large means, and 1 to 3 threads.
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 2, 3}) {
+    omp_set_num_threads(t);
+    TestBatchNorm(7, 5, 67, 0.f, false);
+    TestBatchNorm(13, 41, 64, -30.f, false);
+    TestBatchNorm(9, 7, 1031, 50.f, false);
+    TestBatchNorm(6, 11, 3000, 1000.f, false);
+    TestBatchNorm(5, 3, 7, 0.f, true);
+  }
+  omp_set_num_threads(saved);
   Vec buf(8);
   Report(Throws([&] {
            BatchNormForwardInference(buf.data(), buf.data(), buf.data(),

@@ -104,6 +104,57 @@ def test_pool_norm_and_elementwise_every_family(isa):
     np.testing.assert_array_equal(tensor.to_numpy(tensor.from_numpy(m).T.contiguous()), m.T)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,offset", [((13, 41, 8, 8), -30.0), ((9, 7, 1, 1031), 50.0),
+                                          ((7, 5, 3, 23), 0.0), ((6, 3, 50, 60), 1000.0)])
+def test_batchnorm_training_and_backward_every_family(isa, threads, shape, offset):
+    # Batches that are no multiple of the statistics pass's sample group,
+    # planes with vector tails, large means, and work enough for threads to
+    # split the channels: forward statistics and output and all three
+    # gradients against float64.
+    import singa
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(7)
+        x = (rng.standard_normal(shape) * 2 + offset).astype(np.float32)
+        dy = rng.standard_normal(shape).astype(np.float32)
+        c = shape[1]
+        scale = rng.standard_normal(c).astype(np.float32)
+        bias = rng.standard_normal(c).astype(np.float32)
+        y, mean, var = cw.BatchNormForwardTraining(
+            tensor.from_numpy(x).data, tensor.from_numpy(scale).data,
+            tensor.from_numpy(bias).data, 1e-5)
+        dx, ds, db = cw.BatchNormBackward(
+            tensor.from_numpy(x).data, tensor.from_numpy(dy).data,
+            tensor.from_numpy(scale).data, mean, var, 1e-5)
+    finally:
+        singa.set_num_threads(saved)
+    got = [tensor.to_numpy(tensor.from_raw_tensor(t)).astype(np.float64)
+           for t in (y, mean, var, dx, ds, db)]
+    xd, g = x.astype(np.float64), dy.astype(np.float64)
+    axes = (0, 2, 3)
+    m, v = xd.mean(axis=axes), xd.var(axis=axes)
+    inv = 1 / np.sqrt(v + 1e-5)
+    xh = (xd - m[:, None, None]) * inv[:, None, None]
+    ref_db = g.sum(axis=axes)
+    ref_ds = (g * xh).sum(axis=axes)
+    cnt = x.size / c
+    ref_dx = (scale * inv)[:, None, None] * (g - (ref_db / cnt)[:, None, None]
+                                             - xh * (ref_ds / cnt)[:, None, None])
+    ref = [xh * scale[:, None, None] + bias[:, None, None], m, v, ref_dx, ref_ds, ref_db]
+    for name, a, r in zip(("y", "mean", "var", "dx", "dscale", "dbias"), got, ref):
+        # The output and gradients use x - mean with the mean rounded to
+        # float32, off by up to an ulp of the offset: allowed for on top.
+        shift = 1e-6 * abs(offset) * inv.max()
+        tol = 1e-4 * np.abs(r).max()
+        if name in ("y", "dx"):
+            tol += shift * np.abs(scale).max()
+        if name == "dscale":
+            tol += shift * np.abs(g).sum(axis=axes).max()
+        np.testing.assert_allclose(a, r, rtol=0, atol=tol, err_msg=name)
+
+
 def test_family_names_and_errors():
     assert cw.CpuIsa() in FAMILIES
     assert "baseline" in available()

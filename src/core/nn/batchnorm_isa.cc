@@ -10,7 +10,11 @@
 // channels and walks it sample by sample, so every pass streams through
 // long contiguous runs: forward training reads x twice (statistics, then
 // normalisation) and writes y once; backward reads x and dy twice and
-// writes dx once.
+// writes dx once. The statistics pass takes a few samples at a time (see
+// SampleGroup). Keeping a block in L2 between the passes was measured not
+// to pay: segments c * hw floats apart (a multiple of 128 KiB in ResNet)
+// share a few L2 sets on 2 MiB pages, and copying the block into a
+// contiguous buffer cost what the second pass then saved.
 //
 // Reductions keep independent float partial sums per channel (one
 // accumulator would make each add wait for the previous one) and move them
@@ -40,6 +44,7 @@ constexpr long kParallelWork = 1L << 15;
 // few hundred terms, whatever the vector width.
 constexpr int kFlush = 256 * kVW;
 constexpr int kShiftSamples = 8;
+constexpr int kGroup = 4;
 
 // A zeroed heap array. std::vector would do, but a compiler that does not
 // inline its destructor emits a weak copy of it outside this family's
@@ -66,12 +71,23 @@ inline int BlockChannels(int c, long work) {
   return (c + threads - 1) / threads;
 }
 
+// Samples whose segments of one channel a statistics pass sums in one
+// call: several, so short planes (8x8 is 64 values) do not pay the call's
+// fixed work (loading and storing the channel's lanes, adding up the
+// register sums) for every plane, and so the pass reads a few neighbouring
+// streams at once, which measured faster than one even for 32x32 planes.
+// At most kFlush values, so a lane holds no more terms between flushes than
+// with one plane per call.
+inline int SampleGroup(int hw) {
+  return std::max(1, std::min(kGroup, kFlush / hw));
+}
+
 // Two running sums per channel of a block: one vector of float lanes each
-// that carries on across segments (an 8x8 plane is only 64 values) and is
-// added into double every kFlush values. A segment is summed in registers
-// (four vectors per sum, so the adds do not wait on each other) and reaches
-// the channel's lanes once, instead of loading and storing them for every
-// vector of input.
+// that carries on across calls (an 8x8 plane is only 64 values) and is
+// added into double every kFlush values. A call's segments are summed in
+// registers (four vectors per sum, so the adds do not wait on each other)
+// and reach the channel's lanes once, instead of loading and storing them
+// for every vector of input.
 class BlockSums {
  public:
   explicit BlockSums(int channels)
@@ -79,34 +95,38 @@ class BlockSums {
         lanes_(size_t(channels) * 2 * kVW),
         total_(size_t(channels) * 2) {}
 
-  // Adds u(p[j], q[j]) and v(p[j], q[j]) (j in [0, len)) into channel k's
-  // two sums; u and v take floats or Vecs alike.
+  // Adds u(p[j], q[j]) and v(p[j], q[j]) into channel k's two sums for j
+  // in [0, len) of `segs` segments lying `stride` floats apart; u and v
+  // take floats or Vecs alike.
   template <class U, class V>
-  void Add(int k, int len, const float* p, const float* q, U u, V v) {
-    Vec s[4] = {}, t[4] = {};
-    int j = 0;
-    for (; j + 4 * kVW <= len; j += 4 * kVW)
-      for (int r = 0; r < 4; ++r) {
-        const Vec x = Load(p + j + r * kVW), y = Load(q + j + r * kVW);
-        s[r] += u(x, y);
-        t[r] += v(x, y);
+  void Add(int k, int segs, long stride, int len, const float* p,
+           const float* q, U u, V v) {
+    Vec s[4] = {}, t[4] = {}, sa = {}, ta = {};
+    for (int g = 0; g < segs; ++g, p += stride, q += stride) {
+      int j = 0;
+      for (; j + 4 * kVW <= len; j += 4 * kVW)
+        for (int r = 0; r < 4; ++r) {
+          const Vec x = Load(p + j + r * kVW), y = Load(q + j + r * kVW);
+          s[r] += u(x, y);
+          t[r] += v(x, y);
+        }
+      for (; j + kVW <= len; j += kVW) {
+        const Vec x = Load(p + j), y = Load(q + j);
+        s[1] += u(x, y);
+        t[1] += v(x, y);
       }
-    for (; j + kVW <= len; j += kVW) {
-      const Vec x = Load(p + j), y = Load(q + j);
-      s[0] += u(x, y);
-      t[0] += v(x, y);
+      for (int l = 0; j < len; ++j, ++l) {
+        sa[l] += u(p[j], q[j]);
+        ta[l] += v(p[j], q[j]);
+      }
     }
-    Vec sa = (s[0] + s[1]) + (s[2] + s[3]);
-    Vec ta = (t[0] + t[1]) + (t[2] + t[3]);
-    for (int l = 0; j < len; ++j, ++l) {
-      sa[l] += u(p[j], q[j]);
-      ta[l] += v(p[j], q[j]);
-    }
+    sa += (s[0] + s[1]) + (s[2] + s[3]);
+    ta += (t[0] + t[1]) + (t[2] + t[3]);
     float* a = lanes_.data() + size_t(k) * 2 * kVW;
     Store(a, Load(a) + sa);
     Store(a + kVW, Load(a + kVW) + ta);
   }
-  // Called after each sample's segments of len values.
+  // Called after each step's values, len per channel.
   void Next(int len) {
     pending_ += len;
     if (pending_ >= kFlush) Flush();
@@ -159,24 +179,31 @@ void BatchNormForwardTraining(const float* x, const float* scale,
     // the batch: near the mean, so E[(x-k)^2] - E[x-k]^2 does not cancel
     // even when |mean| is large against the spread or one sample sits far
     // from the others.
+    // The picks are read plane by plane, a steady stride through each
+    // sample's run that the prefetcher follows, rather than channel by
+    // channel, which jumps across the batch for every value.
     const int picks = std::min(n, kShiftSamples);
     Array<float> k(c1 - c0), mul(c1 - c0);
-    for (int ch = c0; ch < c1; ++ch) {
-      double first = 0.0;
-      for (int t = 0; t < picks; ++t)
-        first += x[(size_t(long(t) * n / picks) * c + ch) * hw];
-      k[ch - c0] = float(first / picks);
+    Array<double> first(c1 - c0);
+    for (int t = 0; t < picks; ++t) {
+      const float* s = x + (size_t(long(t) * n / picks) * c + c0) * hw;
+      for (int ch = c0; ch < c1; ++ch) first[ch - c0] += s[size_t(ch - c0) * hw];
     }
+    for (int ch = c0; ch < c1; ++ch)
+      k[ch - c0] = float(first[ch - c0] / picks);
     BlockSums sums(c1 - c0);
-    for (int i = 0; i < n; ++i) {
+    const int group = SampleGroup(hw);
+    for (int i = 0; i < n; i += group) {
+      const int segs = std::min(group, n - i);
       for (int ch = c0; ch < c1; ++ch) {
         const float* s = x + (size_t(i) * c + ch) * hw;
         const float kc = k[ch - c0];
         sums.Add(
-            ch - c0, hw, s, s, [kc](auto v, auto) { return v - kc; },
+            ch - c0, segs, long(c) * hw, hw, s, s,
+            [kc](auto v, auto) { return v - kc; },
             [kc](auto v, auto) { return (v - kc) * (v - kc); });
       }
-      sums.Next(hw);
+      sums.Next(segs * hw);
     }
     sums.Flush();
     for (int ch = c0; ch < c1; ++ch) {
@@ -227,17 +254,18 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * cb, c1 = std::min(c, c0 + cb);
     BlockSums sums(c1 - c0);
-    for (int i = 0; i < n; ++i) {
+    const int group = SampleGroup(hw);
+    for (int i = 0; i < n; i += group) {
+      const int segs = std::min(group, n - i);
       for (int ch = c0; ch < c1; ++ch) {
         const size_t off = (size_t(i) * c + ch) * hw;
-        const float* g = dy + off;
-        const float* s = x + off;
         const float mu = mean[ch];
         sums.Add(
-            ch - c0, hw, g, s, [](auto d, auto) { return d; },
+            ch - c0, segs, long(c) * hw, hw, dy + off, x + off,
+            [](auto d, auto) { return d; },
             [mu](auto d, auto v) { return d * (v - mu); });
       }
-      sums.Next(hw);
+      sums.Next(segs * hw);
     }
     sums.Flush();
     Array<float> f1(c1 - c0), f2(c1 - c0), f3(c1 - c0);
