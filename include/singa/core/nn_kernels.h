@@ -53,6 +53,10 @@ struct ConvParams {
   int pad_t, pad_l, pad_b, pad_r;
   int dh, dw;       // dilations
   int groups;
+  // Block::stamp() of the weights' storage, or 0 when unknown. With it the
+  // Winograd path keeps the weights' transform for the next call that
+  // finds the same stamp (winograd.h); it never changes the result.
+  uint64_t w_stamp = 0;
   int oh() const;
   int ow() const;
   // Throws std::invalid_argument if any size is non-positive, a pad is
