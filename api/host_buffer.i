@@ -34,7 +34,13 @@ class HostBuffer {
   }
   size_t size() const { return tensor_.Size(); }
   DataType data_type() const { return tensor_.data_type(); }
-  void* address() { return tensor_.mutable_raw_data(); }
+  // Whatever is written through the view bypasses mutable_data(), so the
+  // block is marked as untracked (no cache may trust its stamp).
+  void* address() {
+    void* a = tensor_.mutable_raw_data();
+    tensor_.block()->ExportWritable();
+    return a;
+  }
   // The struct-module format of one element.
   const char* format() const {
     switch (tensor_.data_type()) {

@@ -21,6 +21,7 @@
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
 #include "winograd.h"
+#include "winograd_cache.h"
 #include "winograd_weight.h"
 
 using namespace singa::cpu;
@@ -463,6 +464,112 @@ static void TestWinogradCases() {
            CP(1, 32, 16, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
 }
 
+// The kept weight transforms (winograd_cache.h): with a stamp the first
+// call fills the cache and the next one finds it, both giving exactly the
+// uncached result (stamp 0); a new stamp (weights written) gives the new
+// weights' result; the forward and the data gradient keep separate
+// transforms; the bound is kept. (Winograd's results may differ in the last
+// bits between 1 and 2 threads, with or without the cache.)
+static void TestWinogradCache() {
+  SetWinogradMode(WinogradMode::kForce);
+  const int saved = omp_get_max_threads();
+  const size_t bound = 32u << 20;
+  uint64_t stamp = 1000;
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    // Odd plane, channel counts off the 6-row tile and the vector width.
+    ConvParams p = CP(2, 19, 13, 11, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
+    Vec x = Random(size_t(p.n) * p.c * p.h * p.w), b = Random(p.oc);
+    Vec w = Random(size_t(p.oc) * p.c * 9), dy = Random(ysz);
+    auto fwd = [&](uint64_t s) {
+      Vec y(ysz);
+      p.w_stamp = s;
+      Conv2dForward(x.data(), w.data(), b.data(), y.data(), p);
+      return y;
+    };
+    auto bwd = [&](uint64_t s) {
+      Vec dx(x.size());
+      p.w_stamp = s;
+      Conv2dBackwardData(dy.data(), w.data(), dx.data(), p);
+      return dx;
+    };
+    ClearWinogradCache();
+    SetWinogradCacheBytes(bound);
+    const Vec y0 = fwd(0), dx0 = bwd(0);
+    Report(GetWinogradCacheStats().misses == 0 &&
+               GetWinogradCacheStats().entries == 0,
+           "wino cache: stamp 0 is never kept" + th);
+    const uint64_t s1 = ++stamp;
+    const Vec y1 = fwd(s1);
+    const size_t fwd_bytes = GetWinogradCacheStats().bytes;
+    const Vec y2 = fwd(s1);
+    WinogradCacheStats st = GetWinogradCacheStats();
+    Report(st.misses == 1 && st.hits == 1 && st.entries == 1,
+           "wino cache: fill then hit" + th);
+    Report(y1 == y0 && y2 == y0, "wino cache: forward equals uncached" + th);
+    Check("wino cache forward" + th, y2, RefConv(D(x), D(w), D(b), p));
+    const Vec dx1 = bwd(s1), dx2 = bwd(s1);
+    st = GetWinogradCacheStats();
+    Report(st.misses == 2 && st.hits == 2 && st.entries == 2,
+           "wino cache: data gradient keeps its own transform" + th);
+    Report(dx1 == dx0 && dx2 == dx0,
+           "wino cache: data gradient equals uncached" + th);
+    DVec rdx, rdw, rdb;
+    RefConvBackward(D(x), D(w), D(dy), p, &rdx, &rdw, &rdb);
+    Check("wino cache backward data" + th, dx2, rdx);
+
+    // The weights change in place: only the stamp tells the cache. Kept
+    // with the old stamp, the old transform is (by contract) still used,
+    // which shows the second call above did not transform again.
+    for (float& v : w) v = Uniform();
+    Report(fwd(s1) == y0, "wino cache: an unchanged stamp reuses" + th);
+    const uint64_t s2 = ++stamp;
+    const Vec y3 = fwd(s2), y3u = fwd(0);
+    Report(y3 == y3u && y3 != y0, "wino cache: a new stamp transforms again" + th);
+    Check("wino cache new weights" + th, y3, RefConv(D(x), D(w), D(b), p));
+    const Vec dx3 = bwd(s2);
+    Report(dx3 == bwd(0), "wino cache: data gradient after new stamp" + th);
+    st = GetWinogradCacheStats();
+    Report(st.entries == 2, "wino cache: a stale entry is replaced" + th);
+
+    // A bound too small for both transforms: the least recently used (the
+    // forward's) goes; a transform over the bound is not kept at all.
+    const size_t both = st.bytes;
+    SetWinogradCacheBytes(both - 4);
+    st = GetWinogradCacheStats();
+    Report(st.entries == 1 && st.bytes == both - fwd_bytes,
+           "wino cache: the bound evicts the least recently used" + th);
+    Vec w2 = Random(w.size());
+    std::swap(w, w2);
+    const Vec y4 = fwd(++stamp);
+    st = GetWinogradCacheStats();
+    Report(st.bytes <= both - 4 && y4 == fwd(0),
+           "wino cache: a fill keeps the bound" + th);
+    SetWinogradCacheBytes(fwd_bytes - 4);
+    const uint64_t before = GetWinogradCacheStats().misses;
+    Report(fwd(++stamp) == y4 && GetWinogradCacheStats().entries == 0 &&
+               GetWinogradCacheStats().misses == before,
+           "wino cache: a transform over the bound is not kept" + th);
+    SetWinogradCacheBytes(bound);
+
+    // Weights transformed per block (over 2M floats of U) are not kept.
+    ConvParams big = CP(1, 256, 6, 6, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    Vec bx = Random(size_t(big.c) * 36), bw = Random(size_t(big.oc) * big.c * 9);
+    Vec by(size_t(big.oc) * 36);
+    big.w_stamp = ++stamp;
+    ClearWinogradCache();
+    Conv2dForward(bx.data(), bw.data(), nullptr, by.data(), big);
+    Report(GetWinogradCacheStats().entries == 0,
+           "wino cache: per-block transforms are not kept" + th);
+    Check("wino cache per-block forward" + th, by, RefConv(D(bx), D(bw), DVec(), big));
+  }
+  omp_set_num_threads(saved);
+  ClearWinogradCache();
+  SetWinogradMode(WinogradMode::kAuto);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -511,6 +618,7 @@ static void TestConvAll() {
   TestWinogradWeight();
   TestDirectDx();
   TestWinogradCases();
+  TestWinogradCache();
 
   Vec buf(4096);
   const float* f = buf.data();

@@ -3,6 +3,7 @@
 #ifndef SINGA_CORE_COMMON_H_
 #define SINGA_CORE_COMMON_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -89,8 +90,11 @@ class Block : public std::enable_shared_from_this<Block> {
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
+  // Every write to the contents goes through here (data() is const), so it
+  // takes a new stamp (below).
   void* mutable_data() {
     if (!data_ && size_) Allocate();
+    Touch();
     return data_;
   }
   const void* data() const {
@@ -109,10 +113,32 @@ class Block : public std::enable_shared_from_this<Block> {
     Release();
     data_ = ptr;
     owned_ = false;
+    Touch();
+  }
+  // Names the current contents: a process-wide counter gives the block a
+  // new value at construction and on every mutable_data(), Place and
+  // Release, so two equal stamps mean the same block with no write access
+  // in between, even after freed memory is reused by another block. Values
+  // derived from the contents (Winograd's transformed weights) are cached
+  // under it. 0 means "not tracked": see ExportWritable.
+  uint64_t stamp() const { return stamp_.load(std::memory_order_relaxed); }
+  // For memory handed out to be written later, outside mutable_data() (a
+  // writable buffer exported to Python): the stamp is 0 from then on, so
+  // nothing is ever cached from this block.
+  void ExportWritable() {
+    exported_.store(true, std::memory_order_relaxed);
+    stamp_.store(0, std::memory_order_relaxed);
   }
 
  private:
+  static uint64_t NewStamp();
+  void Touch() {
+    if (!exported_.load(std::memory_order_relaxed))
+      stamp_.store(NewStamp(), std::memory_order_relaxed);
+  }
   void Allocate() const;  // throws MemoryError naming the size
+  std::atomic<uint64_t> stamp_{NewStamp()};
+  std::atomic<bool> exported_{false};
   mutable void* data_ = nullptr;
   bool owned_ = true;
   size_t size_;

@@ -17,8 +17,9 @@
 // Conv keeps its im2col buffers in thread-local storage of the calling
 // thread (at most about 8 MiB of columns plus the output matrix); its
 // Winograd path (3x3, stride 1) keeps up to about 8 MiB of transformed
-// weights in the calling thread and, in each OpenMP thread, tile buffers
-// of about 10 MiB at 512 channels (more for wider layers).
+// weights in the calling thread, up to 32 MiB of them between calls in a
+// process-wide cache (see ConvParams::w_stamp) and, in each OpenMP thread,
+// tile buffers of about 10 MiB at 512 channels (more for wider layers).
 #ifndef SINGA_CORE_NN_KERNELS_H_
 #define SINGA_CORE_NN_KERNELS_H_
 
@@ -53,6 +54,10 @@ struct ConvParams {
   int pad_t, pad_l, pad_b, pad_r;
   int dh, dw;       // dilations
   int groups;
+  // Block::stamp() of the weights' storage, or 0 when unknown. With it the
+  // Winograd path keeps the weights' transform for the next call that
+  // finds the same stamp (winograd.h); it never changes the result.
+  uint64_t w_stamp = 0;
   int oh() const;
   int ow() const;
   // Throws std::invalid_argument if any size is non-positive, a pad is

@@ -49,6 +49,15 @@ Strides ContiguousStrides(const Shape& shape) {
   return s;
 }
 
+namespace {
+// Starts at 1: stamp 0 means "not tracked".
+std::atomic<uint64_t> next_block_stamp{1};
+}  // namespace
+
+uint64_t Block::NewStamp() {
+  return next_block_stamp.fetch_add(1, std::memory_order_relaxed);
+}
+
 Block::~Block() {
   if (data_ && owned_ && device_) device_->FreeBlock(data_, size_);
 }
@@ -59,6 +68,7 @@ void Block::Release() {
   if (data_ && owned_) device_->FreeBlock(data_, size_);
   data_ = nullptr;
   owned_ = true;
+  Touch();
 }
 
 // Host ids are negative (-1 the default device), CUDA ids the ordinal.

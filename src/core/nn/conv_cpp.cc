@@ -139,8 +139,14 @@ void RunNn(const std::vector<NnJob>& jobs) {
                                                         cols * cols));
       const int64_t slabs = CeilDiv(N, slab);
       const int64_t tiles = CeilDiv(j.M, mr);
+      // Every chunk packs its slab's B again (0.13 ms of the 1.03 of a
+      // 512-channel 3x3 layer on a 4x4 plane at batch 1, measured on an
+      // AVX2 EPYC): one thread never splits, and a single slab is split
+      // once per thread; otherwise two items per thread keep the threads
+      // evenly loaded.
+      const int want = threads == 1 ? 1 : slabs == 1 ? threads : 2 * threads;
       const int64_t chunks = std::min<int64_t>(
-          tiles, std::max<int64_t>(1, CeilDiv(2 * threads, slabs)));
+          tiles, std::max<int64_t>(1, CeilDiv(want, slabs)));
       const int64_t per = CeilDiv(tiles, chunks) * mr;
       for (int64_t q = 0; q < N; q += slab)
         for (int64_t m0 = 0; m0 < j.M; m0 += per)

@@ -175,6 +175,9 @@ Tensor Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b,
   Tensor y({x.shape()[0], w.shape()[0], size_t(p.oh()), size_t(p.ow())}, x.device());
   const bool host = y.device()->is_host();
   RunKernel({xc.block(), wc.block(), bc.block()}, {y}, [=](Context* ctx) mutable {
+    // Read when the kernel runs: a write queued before it has taken its
+    // new stamp by then.
+    p.w_stamp = wc.block()->stamp();
     SINGA_NN_KERNEL(host, Conv2dForward, ctx, xc.data<float>(), wc.data<float>(),
                     bc.empty() ? nullptr : bc.data<float>(), y.mutable_data<float>(), p);
   });
@@ -198,6 +201,7 @@ Tensor Conv2dBackwardData(const Tensor& dy, const Tensor& w, const Shape& x_shap
   Tensor dx(x_shape, dy.device());
   const bool host = dx.device()->is_host();
   RunKernel({dyc.block(), wc.block()}, {dx}, [=](Context* ctx) mutable {
+    p.w_stamp = wc.block()->stamp();
     SINGA_NN_KERNEL(host, Conv2dBackwardData, ctx, dyc.data<float>(), wc.data<float>(),
                     dx.mutable_data<float>(), p);
   });

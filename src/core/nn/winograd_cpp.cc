@@ -1,14 +1,18 @@
-// Winograd driver: transforms the weights once per call (threads split the
-// row blocks of U), then runs blocks of tiles over the threads. A block
+// Winograd driver: transforms the weights (threads split the row blocks of
+// U) once per call, or once for as long as they stay unchanged when U is
+// shared and the caller names the weights' stamp (the cache of
+// winograd_cache.cc), then runs blocks of tiles over the threads. A block
 // writes only its own tiles' outputs, so no two threads write the same
 // element and the result does not depend on the schedule.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "conv_threads.h"
 #include "winograd.h"
+#include "winograd_cache.h"
 
 namespace singa {
 namespace cpu {
@@ -78,7 +82,7 @@ bool Pays(int C, int K, int n, int oh, int ow) {
 // transforms the row blocks of U as it needs them, which keeps a large U
 // (36 K C floats, 38 MB for 512 channels) out of memory, and its blocks are
 // made as large as the cache allows so the transforms are repeated seldom.
-void Run(WinoJob j, const float* w, bool flip) {
+void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   const int R = Rows(), PW = Panel();
   const int KB = (j.K + R - 1) / R;
   const int64_t N = j.tiles();
@@ -90,11 +94,23 @@ void Run(WinoJob j, const float* w, bool flip) {
   j.w = w;
   j.flip = flip;
   j.U = nullptr;
+  std::shared_ptr<const float> kept;  // holds a cached U until the end
   if (!fused) {
-    float* U = ThreadWork(WeightFloats(j.K, j.C), 1);
+    auto transform = [&](float* U) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, U, kb, kb + 1);
-    j.U = U;
+      for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, U, kb, kb + 1);
+    };
+    const size_t floats = WeightFloats(j.K, j.C);
+    kept = CachedWinoWeights(
+        WinoWeightKey{w_stamp, w, j.K, j.C, flip, int(ActiveIsa())}, floats,
+        transform);
+    if (kept) {
+      j.U = kept.get();
+    } else {
+      float* U = ThreadWork(floats, 1);
+      transform(U);
+      j.U = U;
+    }
   }
 
   int64_t per = std::max<int64_t>(
@@ -134,7 +150,7 @@ bool WinogradForward(const float* x, const float* w, const float* b, float* y,
   if (!Qualifies(p) || !Pays(p.c, p.oc, p.n, oh, ow)) return false;
   Run(WinoJob{x, p.n, p.c, p.h, p.w, p.oc, oh, ow, p.pad_t, p.pad_l, nullptr,
               nullptr, false, b, y},
-      w, false);
+      w, false, p.w_stamp);
   return true;
 }
 
@@ -147,7 +163,7 @@ bool WinogradBackwardData(const float* dy, const float* w, float* dx,
     return false;
   Run(WinoJob{dy, p.n, p.oc, p.oh(), p.ow(), p.c, p.h, p.w, 2 - p.pad_t,
               2 - p.pad_l, nullptr, nullptr, false, nullptr, dx},
-      w, true);
+      w, true, p.w_stamp);
   return true;
 }
 
