@@ -150,6 +150,8 @@ Tensor SumRows(const Tensor& m);
 Tensor SumColumns(const Tensor& m);
 Tensor SoftMax(const Tensor& x, int axis);
 Tensor LogSoftMax(const Tensor& x, int axis);
+std::vector<Tensor> SoftmaxCrossEntropyLabels(const Tensor& x, const Tensor& labels);
+Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& p, const Tensor& labels, const Tensor& dy);
 
 void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
