@@ -156,6 +156,7 @@ Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& p, const Tensor& labels, cons
 void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
+Tensor LinearForward(const Tensor& x, const Tensor& w, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
 void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);

@@ -174,3 +174,35 @@ def test_fused_softmax_cross_entropy_odd_labels():
     with pytest.raises(TypeError, match="int32"):
         cw.SoftmaxCrossEntropyLabels(tensor.from_numpy(x.astype(np.int32)).data,
                                      tensor.from_numpy(np.zeros(3, np.int32)).data)
+
+
+def test_fused_softmax_cross_entropy_recorded_labels():
+    """While a graph records, labels are not read: replayed with a label out
+    of range, that row adds nothing and gets no gradient, as a zero one-hot
+    row would; the other rows match float64."""
+    from singa import device, tensor
+    from singa import singa_wrap as cw
+    dev = device.create_separate_cpu_device()
+    x = randn(4, 5)
+    xt = tensor.from_numpy(x, dev)
+    lt = tensor.from_numpy(np.array([1, 4, 0, 2], np.int32), dev)
+    dy = tensor.from_numpy(np.array([1.0], np.float32), dev)
+    try:
+        dev.EnableGraph(True)
+        loss, p = cw.SoftmaxCrossEntropyLabels(xt.data, lt.data)
+        g = cw.SoftmaxCrossEntropyLabelsGrad(p, lt.data, dy.data)
+        dev.EnableGraph(False)
+        labels = np.array([1, 7, 0, 2], np.int32)
+        lt.copy_from_numpy(labels)
+        dev.RunGraph()
+        keep = labels < 5
+        ref_loss, ref_p = _np_sce(x[keep], labels[keep])
+        np.testing.assert_allclose(tensor.to_numpy(tensor._wrap(loss)), [ref_loss * 3 / 4],
+                                   rtol=1e-5)
+        grad = tensor.to_numpy(tensor._wrap(g))
+        np.testing.assert_allclose(grad[1], 0.0)
+        onehot = np.eye(5)[labels[keep]]
+        np.testing.assert_allclose(grad[keep], (ref_p - onehot) / 4, rtol=1e-5, atol=1e-7)
+    finally:
+        dev.EnableGraph(False)
+        dev.ResetGraph()

@@ -162,6 +162,9 @@ Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& p, const Tensor& labels, cons
 void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 // a @ b for 1-D or 2-D operands.
 Tensor Mult(const Tensor& a, const Tensor& b);
+// x @ w + b for x (batch, in), w (in, out) and b (out,), added to every
+// row: the rows start as b and the GEMM adds to them.
+Tensor LinearForward(const Tensor& x, const Tensor& w, const Tensor& b);
 // NumPy matmul: batch dimensions broadcast.
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.

@@ -136,10 +136,10 @@ class SoftMaxCrossEntropy(_Loss):
         if (x.nDim() == 2 and x.data_type() == _cw.kFloat32 and labels.nDim() in (1, 2)
                 and labels.shape() in ((x.shape(0),), (x.shape(0), 1))
                 and labels.data_type() in (_cw.kInt, _cw.kFloat32)):
-            dev = x.device()
-            if dev.is_host() and not dev.graph_enabled():
+            if x.device().is_host():
                 # Class labels on the host: one C++ pass for the loss and
-                # the softmax its gradient needs, no one-hot matrix.
+                # the softmax its gradient needs, no one-hot matrix (labels
+                # are checked as _targets does, not while a graph records).
                 loss, self._p = _cw.SoftmaxCrossEntropyLabels(x, labels)
                 return loss
         t = _targets(x, labels, self.where)
