@@ -132,6 +132,24 @@ def test_paths_agree_on_the_mlp_step_shapes(path):
         cw.SetCpuGemmPath("auto")
 
 
+@pytest.mark.parametrize("path", ["auto", "small"])
+def test_batch_128_linear_shapes(path, threads):
+    """The batch-128 MLP of bench/train_step.py, which the shape rule sends
+    to the kernel: forward (beta 1 as LinearForward runs it), weight and
+    data gradients, 256 and 10 wide."""
+    cw.SetCpuGemmPath(path)
+    try:
+        for m, n, k, ta, tb, beta in [(128, 256, 784, False, False, 1.0),
+                                      (128, 10, 256, False, False, 1.0),
+                                      (256, 256, 128, True, False, 0.0),
+                                      (256, 10, 128, True, False, 0.0),
+                                      (128, 256, 10, False, True, 0.0),
+                                      (200, 96, 130, True, False, 0.0)]:
+            _check(m, n, k, ta, tb, beta=beta, seed=m + n + k)
+    finally:
+        cw.SetCpuGemmPath("auto")
+
+
 def test_unknown_path_is_a_value_error():
     with pytest.raises(ValueError, match="unknown GEMM path 'fast'"):
         cw.SetCpuGemmPath("fast")
