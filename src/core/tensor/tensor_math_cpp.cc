@@ -56,14 +56,12 @@ namespace {
 // with a reduction long enough to amortise adding up the lanes; A^T * B^T
 // stays with the BLAS. Up to 256 rows the kernel also wins while C stays
 // within 256 KiB and op(B) under 1 MiB (a batch-128 linear layer's
-// forward and weight gradient, its data gradient with a short reduction):
-// packing both operands costs OpenBLAS more there than reading B in place
-// costs the kernel.
+// forward and weight gradient): packing both operands costs OpenBLAS more
+// there than reading B in place costs the kernel.
 bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-  const bool moderate = m <= 256 && m * n <= (int64_t(1) << 16);
-  if (tb) return !ta && ((m <= 32 && k >= 128) || (moderate && k <= 16));
+  if (tb) return !ta && m <= 32 && k >= 128;
   return m <= 32 || (m <= 64 && k * n <= (int64_t(1) << 17)) || k <= (ta ? 32 : 64) ||
-         (moderate && k * n < (int64_t(1) << 18));
+         (m <= 256 && m * n <= (int64_t(1) << 16) && k * n < (int64_t(1) << 18));
 }
 
 int SmallPanel() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
