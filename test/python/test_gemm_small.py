@@ -88,6 +88,7 @@ TRANS = [(False, False), (False, True), (True, False), (True, True)]
     (1, 1, 1), (16, 256, 784), (16, 10, 256), (784, 256, 16), (256, 10, 16),
     (13, 37, 5), (7, 17, 300), (25, 33, 129), (6, 16, 256), (12, 32, 512),
     (5, 9, 1100),   # more than one reduction block
+    (8, 20, 33), (128, 40, 70), (14, 18, 9),   # short last row tiles shared out
 ])
 def test_small_kernel_matches_float64(small_path, isa, ta, tb, m, n, k):
     _check(m, n, k, ta, tb, seed=m * 1000 + n + k)
