@@ -331,8 +331,11 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   const TileFn tail_f1 = tile_for(tail1), tail_f2 = tile_for(tail2);
   // Reduction blocks outside: the rows of op(A) in a block (m x kKC) stay in
   // L2 while every column panel passes.
-  for (int64_t p0 = 0; p0 < k; p0 += kKC) {
-    const int kc = int(std::min<int64_t>(kKC, k - p0));
+  // Blocks of equal length (784 = 4 x 196, not 3 x 256 + 16): a short last
+  // block would load and store all of C for a few products.
+  const int64_t blocks = (k + kKC - 1) / kKC, kb = (k + blocks - 1) / blocks;
+  for (int64_t p0 = 0; p0 < k; p0 += kb) {
+    const int kc = int(std::min<int64_t>(kb, k - p0));
     // Later blocks add to what the first one stored.
     const float bt = p0 == 0 ? beta : 1.f;
     for (int64_t j0 = 0; j0 < n; j0 += kNR) {
