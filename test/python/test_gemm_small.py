@@ -4,6 +4,11 @@ strided and transposed views, alpha and beta, 1 and 2 threads, every ISA
 family this machine runs. SetCpuGemmPath("small") sends every float GEMM to
 the kernel whatever its shape; "auto" (the default) picks by shape."""
 
+import os
+import platform
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -155,3 +160,49 @@ def test_unknown_path_is_a_value_error():
     with pytest.raises(ValueError, match="unknown GEMM path 'fast'"):
         cw.SetCpuGemmPath("fast")
     assert cw.CpuGemmPath() == "auto"
+
+
+CPP_TEST = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cpp",
+                        "test_gemm_small.cc")
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next(l for l in f if l.startswith("flags")).split(":")[1].split())
+    except (OSError, StopIteration):
+        return set()
+
+
+def _families():
+    """(family, level, compiler flags) for each copy this CPU can run; the
+    AVX-512 copy is compiled for AVX2 where AVX-512 is missing, as
+    test/cpp/build_nn_test.sh does, so its 12-row tiles and tails run."""
+    out = [("baseline", 0, [])]
+    if platform.machine() in ("x86_64", "AMD64"):
+        flags = _cpu_flags()
+        avx2 = ["-mavx2", "-mfma", "-mf16c"]
+        if {"avx2", "fma"} <= flags:
+            out.append(("avx2", 1, avx2))
+            if "avx512bw" in flags:
+                out.append(("avx512", 2, ["-mavx512f", "-mavx512bw", "-mavx512dq",
+                                           "-mavx512vl"] + avx2))
+            else:
+                out.append(("avx512", 2, avx2))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("g++") is None or not os.path.exists(CPP_TEST),
+                    reason="needs g++ and the source tree")
+@pytest.mark.parametrize("family,level,flags", _families(), ids=lambda v: str(v))
+def test_small_kernel_cpp_every_family(tmp_path, family, level, flags):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(CPP_TEST)))
+    exe = str(tmp_path / f"test_gemm_small_{family}")
+    cmd = ["g++", "-O2", "-std=c++17", "-ffast-math", "-fno-finite-math-only", "-Wno-psabi",
+           *flags, f"-DSINGA_ISA_NS=isa_{family}", f"-DSINGA_ISA_LEVEL={level}",
+           "-I", os.path.join(root, "src", "core", "tensor"), "-I", os.path.join(root, "include"),
+           os.path.join(root, "src", "core", "tensor", "gemm_small_isa.cc"), CPP_TEST, "-o", exe]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([exe], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and " 0 failed" in run.stdout, (run.stdout + run.stderr)[-3000:]
