@@ -150,10 +150,13 @@ Tensor SumRows(const Tensor& m);
 Tensor SumColumns(const Tensor& m);
 Tensor SoftMax(const Tensor& x, int axis);
 Tensor LogSoftMax(const Tensor& x, int axis);
+std::vector<Tensor> SoftmaxCrossEntropyLabels(const Tensor& x, const Tensor& labels);
+Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& p, const Tensor& labels, const Tensor& dy);
 
 void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 Tensor Mult(const Tensor& a, const Tensor& b);
 Tensor Matmul(const Tensor& a, const Tensor& b);
+Tensor LinearForward(const Tensor& x, const Tensor& w, const Tensor& b);
 void Axpy(float alpha, const Tensor& x, Tensor* y);
 void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);

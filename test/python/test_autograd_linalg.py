@@ -115,3 +115,63 @@ def test_globalaveragepool(layout):
     np.testing.assert_allclose(y, x.mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError):
         ag.globalaveragepool(make_tensor(randn(2, 3)))
+
+
+# ---- layer.Linear's fused operator (LinearForward: rows start as b) ----
+
+LINEAR_SHAPES = [(1, 1, 1), (3, 4, 2), (7, 13, 5), (16, 784, 256), (33, 65, 17), (128, 256, 10)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", LINEAR_SHAPES, ids=str)
+def test_linear_op_against_float64(shape, threads):
+    """Forward and every gradient of the fused x W + b against float64, on
+    the shapes that reach the small-GEMM kernel and OpenBLAS alike."""
+    import singa
+    from singa import tensor
+    from singa.ops.linalg import _linear
+    m, k, n = shape
+    x, w, b = randn(m, k), randn(k, n), randn(n)
+    old = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        xt, wt, bt = make_tensor(x), make_tensor(w), make_tensor(b)
+        for t in (xt, wt, bt):
+            t.requires_grad = t.stores_grad = True
+        with ag.train_mode(True):
+            y = _linear(xt, wt, bt)
+            dy = randn(m, n)
+            grads = dict((id(p), tensor.to_numpy(g))
+                         for p, g in ag.backward(y, make_tensor(dy)))
+    finally:
+        singa.set_num_threads(old)
+    x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+    tol = dict(rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    np.testing.assert_allclose(tensor.to_numpy(y), x64 @ w64 + b, **tol)
+    np.testing.assert_allclose(grads[id(xt)], dy64 @ w64.T, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+    np.testing.assert_allclose(grads[id(wt)], x64.T @ dy64, rtol=1e-4, atol=1e-4 * np.sqrt(m))
+    np.testing.assert_allclose(grads[id(bt)], dy64.sum(0), rtol=1e-4, atol=1e-4 * np.sqrt(m))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_linear_op_gradcheck(layout):
+    from singa.ops.linalg import _linear
+    x, w, b = randn(5, 3), randn(3, 4), randn(4)
+    y = check_grad(_linear, [x, w, b], layout)
+    np.testing.assert_allclose(y, x @ w + b, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_op_errors_and_half():
+    from singa import singa_wrap as cw
+    from singa import tensor
+    x, w = make_tensor(randn(3, 4)).data, make_tensor(randn(4, 2)).data
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(4, 2\).*\(3,\)"):
+        cw.LinearForward(x, w, make_tensor(randn(3)).data)
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(3, 2\)"):
+        cw.LinearForward(x, make_tensor(randn(3, 2)).data, make_tensor(randn(2)).data)
+    # float16 is computed in float32 and rounded once
+    xh, wh, bh = (a.astype(np.float16) for a in (randn(5, 6), randn(6, 3), randn(3)))
+    y = cw.LinearForward(*(tensor.from_numpy(a).data for a in (xh, wh, bh)))
+    ref = xh.astype(np.float64) @ wh.astype(np.float64) + bh
+    np.testing.assert_allclose(tensor.to_numpy(tensor._wrap(y)).astype(np.float64), ref,
+                               rtol=2e-3, atol=2e-3)

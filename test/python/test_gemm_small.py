@@ -4,6 +4,11 @@ strided and transposed views, alpha and beta, 1 and 2 threads, every ISA
 family this machine runs. SetCpuGemmPath("small") sends every float GEMM to
 the kernel whatever its shape; "auto" (the default) picks by shape."""
 
+import os
+import platform
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -88,6 +93,7 @@ TRANS = [(False, False), (False, True), (True, False), (True, True)]
     (1, 1, 1), (16, 256, 784), (16, 10, 256), (784, 256, 16), (256, 10, 16),
     (13, 37, 5), (7, 17, 300), (25, 33, 129), (6, 16, 256), (12, 32, 512),
     (5, 9, 1100),   # more than one reduction block
+    (8, 20, 33), (128, 40, 70), (14, 18, 9),   # short last row tiles shared out
 ])
 def test_small_kernel_matches_float64(small_path, isa, ta, tb, m, n, k):
     _check(m, n, k, ta, tb, seed=m * 1000 + n + k)
@@ -132,7 +138,71 @@ def test_paths_agree_on_the_mlp_step_shapes(path):
         cw.SetCpuGemmPath("auto")
 
 
+@pytest.mark.parametrize("path", ["auto", "small"])
+def test_batch_128_linear_shapes(path, threads):
+    """The batch-128 MLP of bench/train_step.py, which the shape rule sends
+    to the kernel: forward (beta 1 as LinearForward runs it), weight and
+    data gradients, 256 and 10 wide."""
+    cw.SetCpuGemmPath(path)
+    try:
+        for m, n, k, ta, tb, beta in [(128, 256, 784, False, False, 1.0),
+                                      (128, 10, 256, False, False, 1.0),
+                                      (256, 256, 128, True, False, 0.0),
+                                      (256, 10, 128, True, False, 0.0),
+                                      (128, 256, 10, False, True, 0.0),
+                                      (200, 96, 130, True, False, 0.0)]:
+            _check(m, n, k, ta, tb, beta=beta, seed=m + n + k)
+    finally:
+        cw.SetCpuGemmPath("auto")
+
+
 def test_unknown_path_is_a_value_error():
     with pytest.raises(ValueError, match="unknown GEMM path 'fast'"):
         cw.SetCpuGemmPath("fast")
     assert cw.CpuGemmPath() == "auto"
+
+
+CPP_TEST = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cpp",
+                        "test_gemm_small.cc")
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next(l for l in f if l.startswith("flags")).split(":")[1].split())
+    except (OSError, StopIteration):
+        return set()
+
+
+def _families():
+    """(family, level, compiler flags) for each copy this CPU can run; the
+    AVX-512 copy is compiled for AVX2 where AVX-512 is missing, as
+    test/cpp/build_nn_test.sh does, so its 12-row tiles and tails run."""
+    out = [("baseline", 0, [])]
+    if platform.machine() in ("x86_64", "AMD64"):
+        flags = _cpu_flags()
+        avx2 = ["-mavx2", "-mfma", "-mf16c"]
+        if {"avx2", "fma"} <= flags:
+            out.append(("avx2", 1, avx2))
+            if "avx512bw" in flags:
+                out.append(("avx512", 2, ["-mavx512f", "-mavx512bw", "-mavx512dq",
+                                           "-mavx512vl"] + avx2))
+            else:
+                out.append(("avx512", 2, avx2))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("g++") is None or not os.path.exists(CPP_TEST),
+                    reason="needs g++ and the source tree")
+@pytest.mark.parametrize("family,level,flags", _families(), ids=lambda v: str(v))
+def test_small_kernel_cpp_every_family(tmp_path, family, level, flags):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(CPP_TEST)))
+    exe = str(tmp_path / f"test_gemm_small_{family}")
+    cmd = ["g++", "-O2", "-std=c++17", "-ffast-math", "-fno-finite-math-only", "-Wno-psabi",
+           *flags, f"-DSINGA_ISA_NS=isa_{family}", f"-DSINGA_ISA_LEVEL={level}",
+           "-I", os.path.join(root, "src", "core", "tensor"), "-I", os.path.join(root, "include"),
+           os.path.join(root, "src", "core", "tensor", "gemm_small_isa.cc"), CPP_TEST, "-o", exe]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([exe], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and " 0 failed" in run.stdout, (run.stdout + run.stderr)[-3000:]

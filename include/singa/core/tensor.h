@@ -144,12 +144,27 @@ Tensor SumColumns(const Tensor& m);
 // Numerically stable softmax / log-softmax along one axis.
 Tensor SoftMax(const Tensor& x, int axis);
 Tensor LogSoftMax(const Tensor& x, int axis);
+// Softmax cross-entropy of (N, C) float32 scores x against N class labels
+// (int32 or float32, shape (N,) or (N, 1)), fused for host devices:
+// returns {loss, p}, where loss (shape (1,)) is the mean over rows of
+// log-sum-exp(x_i) - x_i[label_i] and p the row softmax of x. A label
+// below 0 or from C on throws IndexError, except while a graph records
+// (labels unknown); a row whose label names no class (out of range, or a
+// fraction) adds nothing to the loss and gets a zero p row, as a zero
+// one-hot row would.
+std::vector<Tensor> SoftmaxCrossEntropyLabels(const Tensor& x, const Tensor& labels);
+// The gradient of that loss for x: dy[0] * (p - onehot(labels)) / N, with p
+// from SoftmaxCrossEntropyLabels and dy a one-element float32 tensor.
+Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& p, const Tensor& labels, const Tensor& dy);
 
 // GEMM: alpha * a @ b + beta * c into c; a and b 2-D (transposed views are
 // passed to BLAS without a copy).
 void Mult(float alpha, const Tensor& a, const Tensor& b, float beta, Tensor* c);
 // a @ b for 1-D or 2-D operands.
 Tensor Mult(const Tensor& a, const Tensor& b);
+// x @ w + b for x (batch, in), w (in, out) and b (out,), added to every
+// row: the rows start as b and the GEMM adds to them.
+Tensor LinearForward(const Tensor& x, const Tensor& w, const Tensor& b);
 // NumPy matmul: batch dimensions broadcast.
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y += alpha * x.

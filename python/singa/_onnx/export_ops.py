@@ -201,6 +201,15 @@ def _add_bias(op, ins, outs, g, leaves):
     g.node("Add", [x, b], outs, name=op.name)
 
 
+@exports("_Linear")
+def _linear(op, ins, outs, g, leaves):
+    # layer.Linear's fused operator, written as the MatMul + Add pair it
+    # stands for
+    x, w, b = ins
+    y = g.node("MatMul", [x, w], name=f"{op.name}_matmul")
+    g.node("Add", [y[0], b], outs, name=op.name)
+
+
 # ---- reductions ----
 
 def _axes_input_or_attr(g, op_type, axes, since, ins, outs, name, **attrs):

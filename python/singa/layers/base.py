@@ -358,7 +358,9 @@ def check_input(layer, x, ndim=None, what="input", dtype=None):
     name = type(layer).__name__
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: {what} must be a singa Tensor, got {type(x).__name__}")
-    if dtype == "float":
+    # dtype is "float" or a parameter Tensor, whose == is element-wise (and
+    # slow to decline a str)
+    if type(dtype) is str:
         if x.dtype == _tensor.int32:
             raise TypeError(f"{name}: {what} of shape {tuple(x.shape)} is int32; this layer "
                             "needs a float16 or float32 input")

@@ -9,6 +9,7 @@ from singa import autograd
 from singa import initializer
 from singa import tensor
 from singa.layers.base import Layer, check_input, new_param
+from singa.ops.linalg import _linear
 
 __all__ = ["Linear", "Gemm", "Embedding"]
 
@@ -70,11 +71,11 @@ class Linear(Layer):
         if x.ndim() < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear: expected input with last dimension {self.in_features}, "
                              f"got shape {tuple(x.shape)}")
+        if self.bias and x.ndim() == 2:
+            return _linear(x, self.W, self.b)
         y = autograd.matmul(x, self.W)
         if not self.bias:
             return y
-        if y.ndim() == 2:
-            return autograd.add_bias(y, self.b, axis=0)
         return autograd.add(y, self.b)
 
 

@@ -84,6 +84,30 @@ def add_bias(x, b, axis=0):
     return AddBias(axis)(x, b)[0]
 
 
+class _Linear(Operator):
+    """x W + b for a matrix x, W (in, out) and b (out,): what layer.Linear
+    computes as matmul then add_bias, in one operator (one GEMM whose
+    output rows start as b, one backward). Exported as ONNX MatMul + Add,
+    like the pair."""
+
+    saves_only_when_told = True
+
+    def forward(self, x, w, b):
+        if self.saved:
+            self._x, self._w = x, w
+        return _cw.LinearForward(x, w, b)
+
+    def backward(self, dy):
+        dx = _cw.Mult(dy, self._w.Transpose()) if self.needs_grad(0) else None
+        dw = _cw.Mult(self._x.Transpose(), dy) if self.needs_grad(1) else None
+        db = _cw.Sum(dy, [0], False) if self.needs_grad(2) else None
+        return dx, dw, db
+
+
+def _linear(x, w, b):
+    return _Linear()(x, w, b)[0]
+
+
 class Gemm(Operator):
     """alpha A' B' + beta C, with A' = A^T when transA and B' = B^T when
     transB; C is optional and broadcasts to the result (ONNX Gemm)."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from singa import singa_wrap as _cw
 from singa.autograd import Operator
+from singa.ops import constant
 from singa.tensor import Tensor
 
 __all__ = [
@@ -131,12 +132,27 @@ class SoftMaxCrossEntropy(_Loss):
     where = "softmax_cross_entropy"
 
     def forward(self, x):
-        t = _targets(x, self.t, self.where)
+        labels = self.t
+        if (x.nDim() == 2 and x.data_type() == _cw.kFloat32 and labels.nDim() in (1, 2)
+                and labels.shape() in ((x.shape(0),), (x.shape(0), 1))
+                and labels.data_type() in (_cw.kInt, _cw.kFloat32)):
+            if x.device().is_host():
+                # Class labels on the host: one C++ pass for the loss and
+                # the softmax its gradient needs, no one-hot matrix (labels
+                # are checked as _targets does, not while a graph records).
+                loss, self._p = _cw.SoftmaxCrossEntropyLabels(x, labels)
+                return loss
+        t = _targets(x, labels, self.where)
         lsm = _cw.LogSoftMax(x, 1)
         self._lsm, self._t, self._n = lsm, t, x.shape(0)
         return _total(_cw.Mul(t, lsm), -1.0 / max(self._n, 1))
 
     def backward(self, dy=1.0):
+        p = self.__dict__.get("_p")
+        if p is not None:
+            if isinstance(dy, numbers.Real):
+                dy = constant(dy, p)
+            return _cw.SoftmaxCrossEntropyLabelsGrad(p, self.t, dy)
         t = self._t
         rows = _cw.Sum(t, [1], True)
         g = _cw.Sub(_cw.Mul(_cw.Exp(self._lsm), rows), t)

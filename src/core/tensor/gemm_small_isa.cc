@@ -316,14 +316,26 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   }
   alignas(64) float buf[kKC * kNR];
   const TileFn full = ta ? TileFor<true>(kMR) : TileFor<false>(kMR);
-  const int tail_rows = int(m % kMR);
-  const TileFn tail = tail_rows == 0 ? nullptr
-                      : ta          ? TileFor<true>(tail_rows)
-                                    : TileFor<false>(tail_rows);
+  // Rows past the last whole tile. A tile of fewer than half kMR rows has
+  // too few independent sums to hide the FMA latency, so such a remainder
+  // shares the last whole tile's rows instead: two tiles of about
+  // (kMR + rest) / 2 rows each (rows 128 = 20 x 6 + 4 + 4 at AVX2).
+  const int rest = int(m % kMR);
+  const bool split = rest > 0 && 2 * rest < kMR && m > kMR;
+  const int64_t whole_end = split ? m - kMR - rest : m - rest;
+  const int tail1 = split ? (kMR + rest + 1) / 2 : rest;
+  const int tail2 = split ? kMR + rest - tail1 : 0;
+  auto tile_for = [ta](int rows) -> TileFn {
+    return rows == 0 ? nullptr : ta ? TileFor<true>(rows) : TileFor<false>(rows);
+  };
+  const TileFn tail_f1 = tile_for(tail1), tail_f2 = tile_for(tail2);
   // Reduction blocks outside: the rows of op(A) in a block (m x kKC) stay in
   // L2 while every column panel passes.
-  for (int64_t p0 = 0; p0 < k; p0 += kKC) {
-    const int kc = int(std::min<int64_t>(kKC, k - p0));
+  // Blocks of equal length (784 = 4 x 196, not 3 x 256 + 16): a short last
+  // block would load and store all of C for a few products.
+  const int64_t blocks = (k + kKC - 1) / kKC, kb = (k + blocks - 1) / blocks;
+  for (int64_t p0 = 0; p0 < k; p0 += kb) {
+    const int kc = int(std::min<int64_t>(kb, k - p0));
     // Later blocks add to what the first one stored.
     const float bt = p0 == 0 ? beta : 1.f;
     for (int64_t j0 = 0; j0 < n; j0 += kNR) {
@@ -335,11 +347,13 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         bp = buf;
         ldbp = kNR;
       }
-      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+      auto run = [&](TileFn f, int64_t i0) {
         const float* ai = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
-        const TileFn f = m - i0 >= kMR ? full : tail;
         f(kc, ai, lda, bp, ldbp, c + i0 * ldc + j0, ldc, nr, alpha, bt);
-      }
+      };
+      for (int64_t i0 = 0; i0 < whole_end; i0 += kMR) run(full, i0);
+      if (tail1) run(tail_f1, whole_end);
+      if (tail2) run(tail_f2, whole_end + tail1);
     }
   }
 }

@@ -133,6 +133,33 @@ Tensor Mult(const Tensor& a, const Tensor& b) {
   return c.Reshape(out);
 }
 
+Tensor LinearForward(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const char* name = "LinearForward";
+  CheckMatmulOperands(name, x, w);
+  CheckSameDevice(name, x, b);
+  CheckSameDtype(name, x, b);
+  SINGA_CHECK(x.nDim() == 2 && w.nDim() == 2 && b.nDim() == 1 && b.shape()[0] == w.shape()[1],
+              ShapeError, name, ": needs x (batch, in), W (in, out) and b (out,), got shapes ",
+              x.shape(), ", ", w.shape(), " and ", b.shape());
+  if (!x.device()->is_host()) return Add(Mult(x, w), b);
+  const size_t m = x.shape()[0], n = w.shape()[1];
+  Tensor y({m, n}, x.device(), x.data_type());
+  if (y.Size() == 0) return y;
+  // Every row of y starts as b, and the GEMM adds x W to it (beta = 1):
+  // no separate pass that reads y back to add the bias.
+  Tensor bc = b.Contiguous();
+  const size_t row = n * SizeOf(y.data_type());
+  x.device()->Exec(
+      [bc, y, m, row](Context*) mutable {
+        const char* src = static_cast<const char*>(bc.raw_data());
+        char* dst = static_cast<char*>(y.mutable_raw_data());
+        for (size_t i = 0; i < m; ++i) std::memcpy(dst + i * row, src, row);
+      },
+      {bc.block()}, {y.block()});
+  Mult(1.f, x, w, 1.f, &y);
+  return y;
+}
+
 Tensor Matmul(const Tensor& a, const Tensor& b) {
   const char* name = "Matmul";
   CheckMatmulOperands(name, a, b);

@@ -1,5 +1,7 @@
 // Element-wise ops (expanded from ops.def), reductions and softmax.
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "dispatch.h"
 
@@ -384,5 +386,106 @@ Tensor SoftmaxImpl(bool log, const Tensor& x, int axis) {
 
 Tensor SoftMax(const Tensor& x, int axis) { return SoftmaxImpl(false, x, axis); }
 Tensor LogSoftMax(const Tensor& x, int axis) { return SoftmaxImpl(true, x, axis); }
+
+namespace {
+// Checks shared by the fused softmax cross-entropy and its gradient: (N, C)
+// float32 scores on a host device and N class labels (int32 or float32).
+void CheckScoresAndLabels(const char* name, const Tensor& x, const Tensor& labels) {
+  CheckSameDevice(name, x, labels);
+  SINGA_CHECK(x.device()->is_host(), DeviceError, name, ": runs on host devices only, got ",
+              x.device()->name());
+  CheckFloat32(name, x.data_type());
+  SINGA_CHECK(labels.data_type() == kFloat32 || labels.data_type() == kInt, DtypeError, name,
+              ": labels must be int32 or float32, got ", DataTypeName(labels.data_type()));
+  SINGA_CHECK(x.nDim() == 2, ShapeError, name, ": needs (batch, classes) scores, got shape ",
+              x.shape());
+  SINGA_CHECK(labels.Size() == x.shape()[0] && labels.nDim() >= 1 && labels.nDim() <= 2 &&
+                  labels.shape()[0] == x.shape()[0],
+              ShapeError, name, ": labels of shape ", labels.shape(),
+              " do not match scores of shape ", x.shape(), " (one label a row)");
+}
+
+// Label i of lc as a float.
+double LabelValue(const Tensor& lc, int64_t i) {
+  return lc.data_type() == kInt ? double(lc.data<int32_t>()[i]) : double(lc.data<float>()[i]);
+}
+
+// Label i as a class index, or -1 when it is not a whole number in [0, c)
+// (such a row matches no class, as a one-hot comparison would find).
+int64_t LabelAt(const Tensor& lc, int64_t i, int64_t c) {
+  const double v = LabelValue(lc, i);
+  if (!(v >= 0 && v < double(c)) || v != std::floor(v)) return -1;
+  return int64_t(v);
+}
+}  // namespace
+
+std::vector<Tensor> SoftmaxCrossEntropyLabels(const Tensor& x, const Tensor& labels) {
+  const char* name = "SoftmaxCrossEntropyLabels";
+  CheckScoresAndLabels(name, x, labels);
+  const int64_t n = int64_t(x.shape()[0]), c = int64_t(x.shape()[1]);
+  Tensor xc = x.Contiguous(), lc = labels.Contiguous();
+  // Labels are read here when they can be (not while a graph records, when
+  // later steps' labels are unknown): an out-of-range one is an error.
+  if (!x.device()->graph_enabled())
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = LabelValue(lc, i);
+      SINGA_CHECK(!(v < 0 || v >= double(c)), IndexError, name, ": label ", v, " at row ", i,
+                  " is out of range for scores of shape ", x.shape(), " (", c, " classes)");
+    }
+  Tensor loss({1}, x.device(), kFloat32), prob(x.shape(), x.device(), kFloat32);
+  x.device()->Exec(
+      [xc, lc, loss, prob, n, c](Context*) mutable {
+        const float* xs = xc.data<float>();
+        float* ps = prob.mutable_data<float>();
+        double total = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float* xi = xs + i * c;
+          float* pi = ps + i * c;
+          const int64_t y = LabelAt(lc, i, c);
+          if (y < 0) {
+            // A row without a class (a fraction, or out of range in a
+            // recorded graph) adds nothing, as a zero one-hot row would.
+            std::fill(pi, pi + c, 0.f);
+            continue;
+          }
+          float mx = xi[0];
+          for (int64_t j = 1; j < c; ++j) mx = std::max(mx, xi[j]);
+          float sum = 0.f;
+          for (int64_t j = 0; j < c; ++j) sum += (pi[j] = std::exp(xi[j] - mx));
+          const float inv = 1.f / sum;
+          for (int64_t j = 0; j < c; ++j) pi[j] *= inv;
+          total += double(mx) + std::log(double(sum)) - double(xi[y]);
+        }
+        loss.mutable_data<float>()[0] = n ? float(total / double(n)) : 0.f;
+      },
+      {xc.block(), lc.block()}, {loss.block(), prob.block()});
+  return {loss, prob};
+}
+
+Tensor SoftmaxCrossEntropyLabelsGrad(const Tensor& prob, const Tensor& labels,
+                                     const Tensor& dy) {
+  const char* name = "SoftmaxCrossEntropyLabelsGrad";
+  CheckScoresAndLabels(name, prob, labels);
+  CheckSameDevice(name, prob, dy);
+  CheckFloat32(name, dy.data_type());
+  SINGA_CHECK(dy.Size() == 1, ShapeError, name, ": dy must have one element, got shape ",
+              dy.shape());
+  const int64_t n = int64_t(prob.shape()[0]), c = int64_t(prob.shape()[1]);
+  Tensor pc = prob.Contiguous(), lc = labels.Contiguous(), dc = dy;
+  Tensor dx(prob.shape(), prob.device(), kFloat32);
+  prob.device()->Exec(
+      [pc, lc, dc, dx, n, c](Context*) mutable {
+        const float scale = n ? dc.data<float>()[0] / float(n) : 0.f;
+        const float* ps = pc.data<float>();
+        float* gs = dx.mutable_data<float>();
+        for (int64_t i = 0; i < n * c; ++i) gs[i] = ps[i] * scale;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t y = LabelAt(lc, i, c);
+          if (y >= 0) gs[i * c + y] -= scale;
+        }
+      },
+      {pc.block(), lc.block(), dc.block()}, {dx.block()});
+  return dx;
+}
 
 }  // namespace singa
