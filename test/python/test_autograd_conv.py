@@ -236,3 +236,34 @@ def test_layer_norm(axis, layout):
     mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
     np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5) * scale + bias,
                                rtol=1e-4, atol=1e-4)
+
+
+# Stride-1 layers with a reduction of at most 64 (c * kh * kw) run the
+# "flat-shift" forward on the CPU (doc/design.md, "Convolution"): LeNet's
+# first layer, an RGB 3x3 stem, asymmetric pads with a non-square kernel, a
+# 1x1 kernel, odd widths and a last tile partly filled.
+SHIFT_CASES = [
+    dict(x=(3, 1, 28, 28), w=(20, 1, 5, 5), pad=0),
+    dict(x=(2, 3, 16, 17), w=(16, 3, 3, 3), pad=1),
+    dict(x=(3, 2, 9, 7), w=(5, 2, 4, 2), pad=(1, 0, 2, 1)),
+    dict(x=(2, 4, 6, 5), w=(7, 4, 1, 1), pad=0),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", SHIFT_CASES, ids=str)
+def test_conv2d_flat_shift_forward(case, threads):
+    import singa
+
+    x, w, b = randn(*case["x"]), randn(*case["w"]), randn(case["w"][0])
+    p = case["pad"]
+    p = (p,) * 4 if isinstance(p, int) else p
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        y = ag.conv2d(make_tensor(x), make_tensor(w), make_tensor(b), stride=1,
+                      padding=case["pad"])
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(y), conv_ref(x, w, b, (1, 1), p, (1, 1), 1),
+                               rtol=1e-4, atol=1e-4)

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,6 +35,7 @@
 
 #include "conv_direct.h"
 #include "conv_engine.h"
+#include "conv_shift.h"
 #include "conv_threads.h"
 #include "winograd.h"
 #include "winograd_weight.h"
@@ -86,6 +89,13 @@ int DirectDxImages(const DirectDxJob& j) {
 }
 void RunDirectDx(const DirectDxJob& j, int b, float* work) {
   SINGA_ISA_DISPATCH(DirectDxImage(j, b, work));
+}
+size_t ShiftWork(const ShiftJob& j) { SINGA_ISA_DISPATCH(ShiftWorkFloats(j)); }
+void ClearShift(const ShiftJob& j, float* work) {
+  SINGA_ISA_DISPATCH(ShiftClear(j, work));
+}
+void RunShift(const ShiftJob& j, int b, float* work) {
+  SINGA_ISA_DISPATCH(ShiftImage(j, b, work));
 }
 void RunNtBlock(const NtJob& j, int64_t q0, int64_t q1, int k0, int k1,
                 float* c, int64_t ldc, bool accumulate, float* work) {
@@ -232,10 +242,62 @@ void ConvParams::Validate() const {
                                 ": kernel does not fit, output is empty");
 }
 
+namespace {
+
+ShiftMode InitialShiftMode() {
+  const char* env = std::getenv("SINGA_CONV_SHIFT");
+  if (env && std::strcmp(env, "off") == 0) return ShiftMode::kOff;
+  if (env && std::strcmp(env, "force") == 0) return ShiftMode::kForce;
+  return ShiftMode::kAuto;
+}
+
+ShiftMode& CurrentShiftMode() {
+  static ShiftMode mode = InitialShiftMode();
+  return mode;
+}
+
+// Whether the flat-shift forward (conv_shift.h) takes this layer.
+bool UseShift(const ConvParams& p, int threads) {
+  const ShiftMode mode = CurrentShiftMode();
+  if (mode == ShiftMode::kOff) return false;
+  if (p.groups != 1 || p.sh != 1 || p.sw != 1 || p.dh != 1 || p.dw != 1 ||
+      p.c * p.kh * p.kw > kShiftMaxK)
+    return false;
+  if (mode == ShiftMode::kForce) return true;
+  // Threads take whole images.
+  return p.n >= threads;
+}
+
+// Called with UseShift(p): threads take whole images.
+void ForwardShift(const float* x, const float* w, const float* b, float* y,
+                  const ConvParams& p, int threads) {
+  const ShiftJob job{x,       w,       b,      y,      p.c,
+                     p.h,     p.w,     p.oc,   p.kh,   p.kw,
+                     p.pad_t, p.pad_l, p.oh(), p.ow(), p.h + p.pad_t + p.pad_b,
+                     p.w + p.pad_l + p.pad_r};
+  const size_t work = ShiftWork(job);
+  threads = std::min(threads, p.n);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* buf = ThreadWork(work);
+    ClearShift(job, buf);
+#pragma omp for schedule(static)
+    for (int i = 0; i < p.n; ++i) RunShift(job, i, buf);
+  }
+}
+
+}  // namespace
+
+void SetShiftMode(ShiftMode mode) { CurrentShiftMode() = mode; }
+ShiftMode GetShiftMode() { return CurrentShiftMode(); }
+
 void Conv2dForward(const float* x, const float* w, const float* b, float* y,
                    const ConvParams& p) {
   p.Validate();
   if (WinogradForward(x, w, b, y, p)) return;
+  const int threads = ThreadsFor(int64_t(p.n) * p.oc * p.oh() * p.ow() * p.c *
+                                 p.kh * p.kw);
+  if (UseShift(p, threads)) return ForwardShift(x, w, b, y, p, threads);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;
