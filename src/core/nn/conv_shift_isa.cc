@@ -53,36 +53,54 @@ inline void StoreLanes(float* p, Vec v, int lo, int hi) {
 }
 #endif
 
-// Where the lanes of one vector of wide columns go in an output plane:
-// segment g holds lanes [lo[g], hi[g]), stored at plane + at[g] + lane.
-// `whole`: one segment of all lanes (a plain store).
+// How one vector of wide columns is stored in an output plane of P floats.
+// Its n valid lanes are moved to the front (lane t takes wide lane idx[t])
+// and the vector is stored whole at plane + at, so its last kVW - n lanes
+// land on outputs that a later vector (in column order) overwrites; only
+// where that would run past the plane are lanes [0, n) stored masked.
+// Moving lanes costs one permute, where storing each piece with its own
+// masked store cost a quarter of the layer's time on Zen 4.
 struct VecPlan {
-  int segs;
-  bool whole;
-  int64_t at[kVW];
-  int lo[kVW], hi[kVW];
+  IVec idx;
+  int64_t at;
+  enum Kind { kStore, kSkip, kMasked } kind;
+  int n;
 };
 
 // The plan of wide columns [c0, c0 + kVW), of which those below q_end
 // exist.
-void PlanVec(int64_t c0, int64_t q_end, int wp, int ow, VecPlan* pl) {
-  pl->segs = 0;
-  int64_t c = c0;
-  const int64_t end = std::min(c0 + kVW, q_end);
-  while (c < end) {
+void PlanVec(int64_t c0, int64_t q_end, int wp, int ow, int64_t P,
+             VecPlan* pl) {
+  int n = 0;
+  pl->at = 0;
+  for (int l = 0; l < kVW; ++l) {
+    const int64_t c = c0 + l;
     const int64_t oy = c / wp, ox = c - oy * wp;
-    if (ox >= ow) {
-      c = (oy + 1) * wp;
-      continue;
-    }
-    const int64_t stop = std::min(end, oy * wp + ow);
-    const int g = pl->segs++;
-    pl->lo[g] = int(c - c0);
-    pl->hi[g] = int(stop - c0);
-    pl->at[g] = oy * ow + ox - pl->lo[g];
-    c = stop;
+    if (c >= q_end || ox >= ow) continue;
+    if (n == 0) pl->at = oy * ow + ox;
+    pl->idx[n++] = l;
   }
-  pl->whole = pl->segs == 1 && pl->lo[0] == 0 && pl->hi[0] == kVW;
+  for (int t = n; t < kVW; ++t) pl->idx[t] = t;
+  pl->n = n;
+  pl->kind = n == 0                ? VecPlan::kSkip
+             : pl->at + kVW <= P   ? VecPlan::kStore
+                                   : VecPlan::kMasked;
+}
+
+// The stores of a tile with fewer than MR rows or a vector that is not
+// stored whole: acc[i * kShiftVecs + v] for rows i < mr.
+__attribute__((noinline)) void StoreTileSlow(const Vec* acc, int mr, float* y,
+                                             int64_t P, const VecPlan* plan) {
+  for (int v = 0; v < kShiftVecs; ++v) {
+    const VecPlan& pl = plan[v];
+    for (int i = 0; i < mr; ++i) {
+      const Vec moved = __builtin_shuffle(acc[i * kShiftVecs + v], pl.idx);
+      if (pl.kind == VecPlan::kStore)
+        Store(y + i * P + pl.at, moved);
+      else if (pl.kind == VecPlan::kMasked)
+        StoreLanes(y + i * P + pl.at, moved, 0, pl.n);
+    }
+  }
 }
 
 // Output rows [0, mr) of one tile: y[i * P + ...] = bias[i] +
@@ -114,19 +132,24 @@ void ShiftTile(int K, const float* __restrict a, int mr,
       for (int v = 0; v < kShiftVecs; ++v) s[i][v] += av * bv[v];
     }
   }
+  bool plain = mr == MR;
+  for (int v = 0; v < kShiftVecs; ++v) plain &= plan[v].kind == VecPlan::kStore;
+  if (plain) {
 #pragma GCC unroll 4
-  for (int v = 0; v < kShiftVecs; ++v) {
-    const VecPlan& pl = plan[v];
-    if (pl.whole) {
+    for (int v = 0; v < kShiftVecs; ++v) {
+      const IVec idx = plan[v].idx;
+      float* yv = y + plan[v].at;
 #pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i)
-        if (i < mr) Store(y + i * P + pl.at[0], s[i][v]);
-    } else {
-      for (int g = 0; g < pl.segs; ++g)
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
-          if (i < mr) StoreLanes(y + i * P + pl.at[g], s[i][v], pl.lo[g], pl.hi[g]);
+      for (int i = 0; i < MR; ++i) Store(yv + i * P, __builtin_shuffle(s[i][v], idx));
     }
+  } else {
+    // A copy, so that the accumulators of the common case stay in registers.
+    Vec acc[MR * kShiftVecs];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kShiftVecs; ++v) acc[i * kShiftVecs + v] = s[i][v];
+    StoreTileSlow(acc, mr, y, P, plan);
   }
 }
 
@@ -169,17 +192,37 @@ ShiftKernel ShiftKernelFor(int mr) {
   }
 }
 
-int64_t PlaneFloats(const ShiftJob& j) { return int64_t(j.c) * j.hp * j.wp; }
+int64_t Wide(const ShiftJob& j) { return int64_t(j.oh - 1) * j.wp + j.ow; }
+
+// The padded plane and the slack its last tile's loads reach into (up to
+// kShiftCols - 1 floats past it), in whole cache lines.
+int64_t PlaneFloats(const ShiftJob& j) {
+  return (int64_t(j.c) * j.hp * j.wp + kShiftCols + 15) / 16 * 16;
+}
+
+// The store plans of all wide-column vectors, after the plane.
+int64_t PlanCount(const ShiftJob& j) {
+  return (Wide(j) + kShiftCols - 1) / kShiftCols * kShiftVecs;
+}
+
+VecPlan* Plans(const ShiftJob& j, float* work) {
+  return reinterpret_cast<VecPlan*>(work + PlaneFloats(j));
+}
 
 }  // namespace
 
 size_t ShiftWorkFloats(const ShiftJob& job) {
-  // The last tile's loads reach kShiftCols - 1 floats past the plane.
-  return size_t(PlaneFloats(job) + kShiftCols + kVW);
+  return size_t(PlaneFloats(job)) +
+         (size_t(PlanCount(job)) * sizeof(VecPlan) + sizeof(float) - 1) /
+             sizeof(float);
 }
 
-void ShiftClear(const ShiftJob& job, float* work) {
-  std::memset(work, 0, ShiftWorkFloats(job) * sizeof(float));
+void ShiftClear(const ShiftJob& j, float* work) {
+  std::memset(work, 0, sizeof(float) * PlaneFloats(j));
+  VecPlan* plans = Plans(j, work);
+  const int64_t P = int64_t(j.oh) * j.ow;
+  for (int64_t v = 0; v < PlanCount(j); ++v)
+    PlanVec(v * kVW, Wide(j), j.wp, j.ow, P, &plans[v]);
 }
 
 void ShiftImage(const ShiftJob& j, int b, float* work) {
@@ -198,13 +241,15 @@ void ShiftImage(const ShiftJob& j, int b, float* work) {
   const int MR = ShiftRows(j.M);
   const ShiftKernel kernel = ShiftKernelFor(MR);
   const int64_t P = int64_t(j.oh) * j.ow;
-  const int64_t Q = int64_t(j.oh - 1) * j.wp + j.ow;
+  const int64_t Q = Wide(j);
   float* y = j.y + int64_t(b) * j.M * P;
-  VecPlan plan[kShiftVecs];
-  for (int64_t q0 = 0; q0 < Q; q0 += kShiftCols) {
-    for (int v = 0; v < kShiftVecs; ++v)
-      PlanVec(q0 + v * kVW, Q, j.wp, j.ow, &plan[v]);
-    for (int m0 = 0; m0 < j.M; m0 += MR)
+  const VecPlan* plans = Plans(j, work);
+  // A row tile walks all columns: its MR output planes are written front to
+  // back (planes 4 KiB apart, as 32x32 ones are, would otherwise put every
+  // plane's stores of one column tile into the same L1 set).
+  for (int m0 = 0; m0 < j.M; m0 += MR) {
+    const VecPlan* plan = plans;
+    for (int64_t q0 = 0; q0 < Q; q0 += kShiftCols, plan += kShiftVecs)
       kernel(K, j.wt + int64_t(m0) * K, std::min(MR, j.M - m0), work + q0, off,
              j.bias ? j.bias + m0 : nullptr, y + int64_t(m0) * P, P, plan);
   }
