@@ -238,14 +238,15 @@ def test_layer_norm(axis, layout):
                                rtol=1e-4, atol=1e-4)
 
 
-# Stride-1 layers with a reduction of at most 64 (c * kh * kw) run the
-# "flat-shift" forward on the CPU (doc/design.md, "Convolution"): LeNet's
-# first layer, an RGB 3x3 stem, asymmetric pads with a non-square kernel, a
-# 1x1 kernel, odd widths and a last tile partly filled.
+# Stride-1 layers with a reduction of at most 64 (c * kh * kw), outputs in at
+# least 4/5 of the padded row width and a batch that splits evenly over the
+# threads run the "flat-shift" forward on the CPU (doc/design.md,
+# "Convolution"): LeNet's first layer, an RGB 3x3 stem, asymmetric pads with a
+# non-square kernel, a 1x1 kernel, odd widths and a last tile partly filled.
 SHIFT_CASES = [
-    dict(x=(3, 1, 28, 28), w=(20, 1, 5, 5), pad=0),
+    dict(x=(4, 1, 28, 28), w=(20, 1, 5, 5), pad=0),
     dict(x=(2, 3, 16, 17), w=(16, 3, 3, 3), pad=1),
-    dict(x=(3, 2, 9, 7), w=(5, 2, 4, 2), pad=(1, 0, 2, 1)),
+    dict(x=(4, 2, 9, 7), w=(5, 2, 4, 2), pad=(1, 0, 2, 1)),
     dict(x=(2, 4, 6, 5), w=(7, 4, 1, 1), pad=0),
 ]
 
