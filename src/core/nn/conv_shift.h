@@ -41,6 +41,28 @@ SINGA_ISA_DECLARE(
     // All output channels of image b.
     void ShiftImage(const ShiftJob& job, int b, float* work);)
 
+// The weight gradient of the same layers: dw[m][k] = sum over images and
+// wide columns q of D[m][q] * xp[off[k] + q], where D is dy laid into the
+// wide grid with zeros in the columns that are not outputs, as lane-wise
+// dot products (conv_engine.h's NT form with B read in place).
+struct ShiftDwJob {
+  const float* x;   // [n][c][h][w]
+  const float* dy;  // [n][M][oh][ow]
+  int c, h, w, M;
+  int kh, kw, pad_t, pad_l;
+  int oh, ow, hp, wp;
+};
+
+SINGA_ISA_DECLARE(
+    // Floats of scratch (padded plane, wide dy, lane sums) the calls need.
+    size_t ShiftDwWorkFloats(const ShiftDwJob& job);
+    // Zeroes `work` (64-byte aligned): the sums and all padding.
+    void ShiftDwClear(const ShiftDwJob& job, float* work);
+    // Adds image b's products into the sums in `work`.
+    void ShiftDwImage(const ShiftDwJob& job, int b, float* work);
+    // dw[m * K + k] = the sums' lanes added up (written, not accumulated).
+    void ShiftDwFinish(const ShiftDwJob& job, const float* work, float* dw);)
+
 // How Conv2dForward picks the path: kAuto for the shapes where it was
 // measured faster than the implicit GEMM, kForce for every layer that
 // qualifies (tests), kOff never. SINGA_CONV_SHIFT=off|auto|force sets the

@@ -7,6 +7,7 @@
 // done with one pass over the whole reduction, so it starts from the bias
 // and is stored once.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -52,6 +53,50 @@ inline void StoreLanes(float* p, Vec v, int lo, int hi) {
   for (int l = lo; l < hi; ++l) p[l] = v[l];
 }
 #endif
+
+// Lanes [0, n) of the vector at p, zero above; p + lane is not read there.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+inline Vec LoadLanes(const float* p, int n) {
+  return Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p));
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+inline Vec LoadLanes(const float* p, int n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return Vec(_mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
+}
+#else
+inline Vec LoadLanes(const float* p, int n) {
+  Vec v{};
+  for (int l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+#endif
+
+// dst[0:n] = src[0:n] for the short rows copied per image: a library call
+// per row took a seventh of LeNet conv1's weight gradient. The empty asm
+// keeps GCC from turning the loops back into such a call.
+inline void CopyRow(float* __restrict dst, const float* __restrict src, int n) {
+  int i = 0;
+  for (; i + kVW <= n; i += kVW) {
+    Store(dst + i, Load(src + i));
+    __asm__ volatile("" ::: "memory");
+  }
+  for (; i < n; ++i) {
+    dst[i] = src[i];
+    __asm__ volatile("" ::: "memory");
+  }
+}
+
+// Image b of x into the interior of the zero-bordered plane at xp.
+template <typename Job>
+void PadImage(const Job& j, int b, float* xp) {
+  const int64_t plane = int64_t(j.h) * j.w;
+  const float* x = j.x + int64_t(b) * j.c * plane;
+  for (int cc = 0; cc < j.c; ++cc)
+    for (int r = 0; r < j.h; ++r)
+      CopyRow(xp + (int64_t(cc) * j.hp + j.pad_t + r) * j.wp + j.pad_l,
+              x + cc * plane + int64_t(r) * j.w, j.w);
+}
 
 // How one vector of wide columns is stored in an output plane of P floats.
 // Its n valid lanes are moved to the front (lane t takes wide lane idx[t])
@@ -226,12 +271,7 @@ void ShiftClear(const ShiftJob& j, float* work) {
 }
 
 void ShiftImage(const ShiftJob& j, int b, float* work) {
-  const int64_t plane = int64_t(j.h) * j.w;
-  const float* x = j.x + int64_t(b) * j.c * plane;
-  for (int cc = 0; cc < j.c; ++cc)
-    for (int r = 0; r < j.h; ++r)
-      std::memcpy(work + (int64_t(cc) * j.hp + j.pad_t + r) * j.wp + j.pad_l,
-                  x + cc * plane + int64_t(r) * j.w, sizeof(float) * j.w);
+  PadImage(j, b, work);
   const int K = j.c * j.kh * j.kw;
   int off[kShiftMaxK];
   for (int cc = 0, k = 0; cc < j.c; ++cc)
@@ -253,6 +293,171 @@ void ShiftImage(const ShiftJob& j, int b, float* work) {
       kernel(K, j.wt + int64_t(m0) * K, std::min(MR, j.M - m0), work + q0, off,
              j.bias ? j.bias + m0 : nullptr, y + int64_t(m0) * P, P, plan);
   }
+}
+
+// ------------------------------------------------------- weight gradient
+
+namespace {
+
+// Register tiles of the weight gradient: RD rows of D (output channels) x
+// RB rows of B (taps) of lane-wise sums, plus RD registers for the D vectors
+// and one for the B vector. The shape that pads M and K least is used.
+struct DwShape {
+  int rd, rb;
+};
+#if SINGA_ISA_LEVEL >= 2
+constexpr DwShape kDwShapes[] = {{5, 5}, {4, 6}, {6, 4}};
+#else
+constexpr DwShape kDwShapes[] = {{4, 3}, {3, 4}};
+#endif
+
+DwShape ChooseDwShape(int M, int K) {
+  DwShape best = kDwShapes[0];
+  int64_t best_cost = INT64_MAX;
+  for (const DwShape& s : kDwShapes) {
+    const int64_t cost = int64_t((M + s.rd - 1) / s.rd * s.rd) *
+                         ((K + s.rb - 1) / s.rb * s.rb);
+    if (cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// acc[i * RB + j] += the lane-wise products of dy's plane i (d + i * P) and
+// tap j's window (xp + off[j]), row by row (rows i >= mr repeat plane mr - 1;
+// their sums are dropped): output row r of a plane is ow
+// floats at r * ow, its window row at r * wp. The last vector of a row
+// that ow does not fill is read masked from dy (whose planes need not be
+// followed by anything) and whole from xp, whose slack covers it.
+template <int RD, int RB>
+void DwTile(int oh, int ow, int wp, const float* __restrict d, int mr,
+            int64_t P, const float* __restrict xq, const int* off,
+            Vec* __restrict acc) {
+  const float* dr[RD];
+  const float* br[RB];
+  for (int i = 0; i < RD; ++i) dr[i] = d + (i < mr ? i : mr - 1) * P;
+  for (int j = 0; j < RB; ++j) br[j] = xq + off[j];
+  Vec s[RD][RB];
+#pragma GCC unroll 8
+  for (int i = 0; i < RD; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < RB; ++j) s[i][j] = acc[i * RB + j];
+  const int whole = ow / kVW * kVW, tail = ow - whole;
+  for (int r = 0; r < oh; ++r) {
+    for (int p = 0; p < whole; p += kVW) {
+      Vec dv[RD];
+#pragma GCC unroll 8
+      for (int i = 0; i < RD; ++i) dv[i] = Load(dr[i] + p);
+#pragma GCC unroll 8
+      for (int j = 0; j < RB; ++j) {
+        const Vec bv = Load(br[j] + p);
+#pragma GCC unroll 8
+        for (int i = 0; i < RD; ++i) s[i][j] += dv[i] * bv;
+      }
+    }
+    if (tail) {
+      Vec dv[RD];
+#pragma GCC unroll 8
+      for (int i = 0; i < RD; ++i) dv[i] = LoadLanes(dr[i] + whole, tail);
+#pragma GCC unroll 8
+      for (int j = 0; j < RB; ++j) {
+        const Vec bv = Load(br[j] + whole);
+#pragma GCC unroll 8
+        for (int i = 0; i < RD; ++i) s[i][j] += dv[i] * bv;
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < RD; ++i) dr[i] += ow;
+#pragma GCC unroll 8
+    for (int j = 0; j < RB; ++j) br[j] += wp;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < RD; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < RB; ++j) acc[i * RB + j] = s[i][j];
+}
+
+using DwKernel = void (*)(int, int, int, const float*, int, int64_t,
+                          const float*, const int*, Vec*);
+
+DwKernel DwKernelFor(DwShape s) {
+#if SINGA_ISA_LEVEL >= 2
+  if (s.rd == 5) return DwTile<5, 5>;
+  if (s.rd == 4) return DwTile<4, 6>;
+  return DwTile<6, 4>;
+#else
+  if (s.rd == 4) return DwTile<4, 3>;
+  return DwTile<3, 4>;
+#endif
+}
+
+// Work layout: the padded plane (as the forward's), then the sums, tile by
+// tile (RD * RB vectors each).
+struct DwLayout {
+  DwShape shape;
+  int mp, kp;     // M and K rounded up to the tile
+  int64_t plane;  // floats before the sums
+};
+
+DwLayout MakeDwLayout(const ShiftDwJob& j) {
+  DwLayout l;
+  const int K = j.c * j.kh * j.kw;
+  l.shape = ChooseDwShape(j.M, K);
+  l.mp = (j.M + l.shape.rd - 1) / l.shape.rd * l.shape.rd;
+  l.kp = (K + l.shape.rb - 1) / l.shape.rb * l.shape.rb;
+  // The loads of B reach kVW - 1 floats past the plane.
+  l.plane = (int64_t(j.c) * j.hp * j.wp + kVW + 15) / 16 * 16;
+  return l;
+}
+
+}  // namespace
+
+size_t ShiftDwWorkFloats(const ShiftDwJob& job) {
+  const DwLayout l = MakeDwLayout(job);
+  return size_t(l.plane + int64_t(l.mp) * l.kp * kVW);
+}
+
+void ShiftDwClear(const ShiftDwJob& job, float* work) {
+  std::memset(work, 0, ShiftDwWorkFloats(job) * sizeof(float));
+}
+
+void ShiftDwImage(const ShiftDwJob& j, int b, float* work) {
+  const DwLayout l = MakeDwLayout(j);
+  PadImage(j, b, work);
+  const int64_t P = int64_t(j.oh) * j.ow;
+  const float* dy = j.dy + int64_t(b) * j.M * P;
+  const int K = j.c * j.kh * j.kw;
+  int off[kShiftMaxK + 8];
+  for (int cc = 0, k = 0; cc < j.c; ++cc)
+    for (int i = 0; i < j.kh; ++i)
+      for (int jj = 0; jj < j.kw; ++jj) off[k++] = (cc * j.hp + i) * j.wp + jj;
+  // Taps past K (tile padding) read tap 0 again; their sums are dropped.
+  for (int k = K; k < l.kp; ++k) off[k] = 0;
+
+  const DwKernel kernel = DwKernelFor(l.shape);
+  const int rd = l.shape.rd, rb = l.shape.rb;
+  Vec* sums = reinterpret_cast<Vec*>(work + l.plane);
+  for (int m0 = 0; m0 < l.mp; m0 += rd)
+    for (int k0 = 0; k0 < l.kp; k0 += rb, sums += rd * rb)
+      kernel(j.oh, j.ow, j.wp, dy + m0 * P, std::min(rd, j.M - m0), P, work,
+             off + k0, sums);
+}
+
+void ShiftDwFinish(const ShiftDwJob& j, const float* work, float* dw) {
+  const DwLayout l = MakeDwLayout(j);
+  const int K = j.c * j.kh * j.kw;
+  const int rd = l.shape.rd, rb = l.shape.rb;
+  const Vec* sums = reinterpret_cast<const Vec*>(work + l.plane);
+  for (int m0 = 0; m0 < l.mp; m0 += rd)
+    for (int k0 = 0; k0 < l.kp; k0 += rb, sums += rd * rb)
+      for (int i = 0; i < rd && m0 + i < j.M; ++i)
+        for (int jj = 0; jj < rb && k0 + jj < K; ++jj) {
+          float t = 0.f;
+          for (int lane = 0; lane < kVW; ++lane) t += sums[i * rb + jj][lane];
+          dw[(m0 + i) * K + k0 + jj] = t;
+        }
 }
 
 }  // namespace SINGA_ISA_NS
