@@ -1,4 +1,5 @@
-// "Flat-shift" forward for stride-1 convolutions with a short reduction.
+// "Flat-shift" forward and weight gradient for stride-1 convolutions with a
+// short reduction.
 //
 // Each image is copied into a zero-padded plane xp (c x hp x wp). Output
 // pixels are then numbered in the padded row width: q = oy * wp + ox for
@@ -6,8 +7,9 @@
 // xp[off[k] + q] with off[k] = (cc * hp + i) * wp + j, so every row of the
 // implicit GEMM's B operand is a contiguous slice of xp and the micro-kernel
 // loads it in place: nothing is packed per tile. Columns with q % wp >= ow
-// are computed but never stored; the stores of a vector that holds such
-// columns are masked (conv_shift_isa.cc). The reduction (c * kh * kw) must
+// are computed but never stored: a vector that holds such columns has its
+// valid lanes moved to the front and is stored so that its tail lands on
+// outputs stored later (conv_shift_isa.cc). The reduction (c * kh * kw) must
 // fit in one block, kShiftMaxK.
 //
 // Stride 1, dilation 1, one group. Threads take whole images.
@@ -41,10 +43,10 @@ SINGA_ISA_DECLARE(
     // All output channels of image b.
     void ShiftImage(const ShiftJob& job, int b, float* work);)
 
-// The weight gradient of the same layers: dw[m][k] = sum over images and
-// wide columns q of D[m][q] * xp[off[k] + q], where D is dy laid into the
-// wide grid with zeros in the columns that are not outputs, as lane-wise
-// dot products (conv_engine.h's NT form with B read in place).
+// The weight gradient of the same layers: dw[m][k] = sum over images, output
+// rows r and columns x of dy[m][r * ow + x] * xp[off[k] + r * wp + x], as
+// lane-wise dot products (conv_engine.h's NT form with both operands read in
+// place, row by row).
 struct ShiftDwJob {
   const float* x;   // [n][c][h][w]
   const float* dy;  // [n][M][oh][ow]
@@ -54,7 +56,7 @@ struct ShiftDwJob {
 };
 
 SINGA_ISA_DECLARE(
-    // Floats of scratch (padded plane, wide dy, lane sums) the calls need.
+    // Floats of scratch (padded plane, lane sums) the calls need.
     size_t ShiftDwWorkFloats(const ShiftDwJob& job);
     // Zeroes `work` (64-byte aligned): the sums and all padding.
     void ShiftDwClear(const ShiftDwJob& job, float* work);
@@ -63,7 +65,16 @@ SINGA_ISA_DECLARE(
     // dw[m * K + k] = the sums' lanes added up (written, not accumulated).
     void ShiftDwFinish(const ShiftDwJob& job, const float* work, float* dw);)
 
-// How Conv2dForward picks the path: kAuto for the shapes where it was
+struct ConvParams;
+
+// Run the pass and return true when the layer takes the flat-shift path
+// (conv_shift_cpp.cc); false, touching nothing, otherwise. p is validated.
+bool ShiftForward(const float* x, const float* w, const float* b, float* y,
+                  const ConvParams& p);
+bool ShiftBackwardWeight(const float* x, const float* dy, float* dw,
+                         const ConvParams& p);
+
+// How Conv2dForward and Conv2dBackwardWeight pick the path: kAuto for the shapes where it was
 // measured faster than the implicit GEMM, kForce for every layer that
 // qualifies (tests), kOff never. SINGA_CONV_SHIFT=off|auto|force sets the
 // initial mode.

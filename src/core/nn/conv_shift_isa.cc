@@ -1,11 +1,12 @@
-// The flat-shift forward (conv_shift.h) for one ISA family.
+// The flat-shift forward and weight gradient (conv_shift.h) for one ISA
+// family.
 //
-// Register tile: MR output channels x kShiftVecs vectors of wide columns,
-// the register budget of conv_isa.cc's KernelNN, and MR chosen by the same
-// rule. The B vectors of tap k are loaded straight from the padded
+// Forward register tile: MR output channels x kShiftVecs vectors of wide
+// columns, the register budget of conv_isa.cc's KernelNN, and MR chosen by
+// the same rule. The B vectors of tap k are loaded straight from the padded
 // plane at xp + off[k] + column; the weights are broadcast from w. A tile is
 // done with one pass over the whole reduction, so it starts from the bias
-// and is stored once.
+// and is stored once. The weight gradient's tiles are described with DwTile.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
