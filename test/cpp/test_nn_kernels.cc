@@ -20,6 +20,7 @@
 
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
+#include "conv_shift.h"
 #include "winograd.h"
 #include "winograd_cache.h"
 #include "winograd_weight.h"
@@ -570,6 +571,59 @@ static void TestWinogradCache() {
   SetWinogradMode(WinogradMode::kAuto);
 }
 
+// The flat-shift forward (conv_shift.h), forced onto every qualifying layer:
+// 1 to 4 input channels, kernels 1x1 to 5x5 and non-square ones, symmetric,
+// asymmetric and no pads, odd widths, padded rows narrower and wider than a
+// vector (several output rows per vector, or vectors holding a row's end and
+// the next one's start), last tiles partly filled, row tiles with tails,
+// the largest reduction it takes, batch 1 and several, 1 and 2 threads.
+static void TestShiftCases() {
+  SetShiftMode(ShiftMode::kForce);
+  SetWinogradMode(WinogradMode::kOff);
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    for (int c = 1; c <= 4; ++c) {
+      const std::string cs = " c=" + std::to_string(c) + th;
+      TestConv("shift 5x5 lenet" + cs,
+               CP(3, c, 28, 28, 20, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
+      TestConv("shift 3x3 pad1 odd" + cs,
+               CP(2, c, 13, 17, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), c == 2);
+      TestConv("shift 1x1" + cs,
+               CP(2, c, 5, 9, 13, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("shift 2x2 asym pads" + cs,
+               CP(1, c, 9, 11, 6, 2, 2, 1, 1, 0, 1, 2, 0, 1, 1, 1), c == 3);
+      TestConv("shift 4x4 pads" + cs,
+               CP(2, c, 10, 7, 11, 4, 4, 1, 1, 2, 1, 1, 2, 1, 1, 1), false);
+      TestConv("shift 3x5 non-square" + cs,
+               CP(2, c, 12, 15, 9, 3, 5, 1, 1, 1, 2, 1, 2, 1, 1, 1), false);
+      TestConv("shift 5x2 narrow" + cs,
+               CP(3, c, 8, 3, 5, 5, 2, 1, 1, 1, 0, 1, 1, 1, 1, 1), false);
+      TestConv("shift 1x3 single row" + cs,
+               CP(2, c, 1, 21, 4, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1), false);
+      TestConv("shift 3x3 wide rows" + cs,
+               CP(1, c, 5, 45, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    }
+    TestConv("shift stem 3x3 64 ch" + th,
+             CP(2, 3, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("shift K=64 max" + th,
+             CP(2, 4, 9, 10, 14, 4, 4, 1, 1, 1, 2, 2, 1, 1, 1, 1), false);
+    TestConv("shift 7x7 c1 odd batch" + th,
+             CP(5, 1, 11, 13, 3, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 1), false);
+    TestConv("shift kernel>input" + th,
+             CP(2, 2, 3, 4, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), true);
+    // Not qualifying (reduction > kShiftMaxK, stride 2): the engine runs.
+    TestConv("shift K=75 fallback" + th,
+             CP(2, 3, 9, 9, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), false);
+    TestConv("shift stride2 fallback" + th,
+             CP(2, 2, 9, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+  }
+  omp_set_num_threads(saved);
+  SetWinogradMode(WinogradMode::kAuto);
+  SetShiftMode(ShiftMode::kAuto);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -617,6 +671,7 @@ static void TestConvAll() {
   TestEngineCases();
   TestWinogradWeight();
   TestDirectDx();
+  TestShiftCases();
   TestWinogradCases();
   TestWinogradCache();
 

@@ -236,3 +236,75 @@ def test_layer_norm(axis, layout):
     mean, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
     np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5) * scale + bias,
                                rtol=1e-4, atol=1e-4)
+
+
+# Stride-1 layers with a reduction of at most 64 (c * kh * kw), outputs in at
+# least 4/5 of the padded row width and a batch that splits evenly over the
+# threads run the "flat-shift" forward on the CPU (doc/design.md,
+# "Convolution"): LeNet's first layer, an RGB 3x3 stem, asymmetric pads with a
+# non-square kernel, a 1x1 kernel, odd widths and a last tile partly filled.
+SHIFT_CASES = [
+    dict(x=(4, 1, 28, 28), w=(20, 1, 5, 5), pad=0),
+    dict(x=(2, 3, 16, 17), w=(16, 3, 3, 3), pad=1),
+    dict(x=(4, 2, 9, 7), w=(5, 2, 4, 2), pad=(1, 0, 2, 1)),
+    dict(x=(2, 4, 6, 5), w=(7, 4, 1, 1), pad=0),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", SHIFT_CASES, ids=str)
+def test_conv2d_flat_shift_forward(case, threads):
+    import singa
+
+    x, w, b = randn(*case["x"]), randn(*case["w"]), randn(case["w"][0])
+    p = case["pad"]
+    p = (p,) * 4 if isinstance(p, int) else p
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        y = ag.conv2d(make_tensor(x), make_tensor(w), make_tensor(b), stride=1,
+                      padding=case["pad"])
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(y), conv_ref(x, w, b, (1, 1), p, (1, 1), 1),
+                               rtol=1e-4, atol=1e-4)
+
+
+def conv_dw_ref(x, dy, wshape, pads):
+    """Stride-1 weight gradient in float64: dw[m, c, i, j] = sum over images
+    and outputs of dy * the input window shifted by (i, j)."""
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    _, _, kh, kw = wshape
+    oh, ow = dy.shape[2:]
+    dw = np.zeros(wshape)
+    for i in range(kh):
+        for j in range(kw):
+            dw[:, :, i, j] = np.einsum("nmyx,ncyx->mc", dy.astype(np.float64),
+                                       xp[:, :, i:i + oh, j:j + ow])
+    return dw
+
+
+# The same layers' weight gradient runs the flat-shift form too.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", SHIFT_CASES, ids=str)
+def test_conv2d_flat_shift_weight_gradient(case, threads):
+    import singa
+    from singa import autograd, singa_wrap
+
+    x = randn(*case["x"])
+    p = case["pad"]
+    p = (p,) * 4 if isinstance(p, int) else p
+    oh = x.shape[2] + p[0] + p[2] - case["w"][2] + 1
+    ow = x.shape[3] + p[1] + p[3] - case["w"][3] + 1
+    dy = randn(x.shape[0], case["w"][0], oh, ow)
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        dw = singa_wrap.Conv2dBackwardWeight(
+            tensor.from_numpy(x).data, tensor.from_numpy(dy).data, list(case["w"]),
+            [1, 1], list(p), [1, 1], 1)
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(autograd.ctensor2numpy(dw),
+                               conv_dw_ref(x, dy, case["w"], p), rtol=1e-4, atol=1e-3)

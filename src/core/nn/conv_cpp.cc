@@ -10,7 +10,9 @@
 //   backward weight:  dw[m][c,t] = sum_q dy[m][q] * x[c][q shifted by t]
 //
 // 3x3 stride-1 forward and data-gradient passes go to Winograd F(4x4, 3x3)
-// (winograd.h) where that was measured to be faster.
+// (winograd.h) where that was measured to be faster, and stride-1 forward
+// and weight-gradient passes with a short reduction to the flat-shift form
+// (conv_shift.h).
 //
 // Threads share nothing they write: NN jobs are cut into slabs of output
 // pixels (and, for few pixels, ranges of output channels); the weight
@@ -33,6 +35,7 @@
 
 #include "conv_direct.h"
 #include "conv_engine.h"
+#include "conv_shift.h"
 #include "conv_threads.h"
 #include "winograd.h"
 #include "winograd_weight.h"
@@ -232,10 +235,12 @@ void ConvParams::Validate() const {
                                 ": kernel does not fit, output is empty");
 }
 
+
 void Conv2dForward(const float* x, const float* w, const float* b, float* y,
                    const ConvParams& p) {
   p.Validate();
   if (WinogradForward(x, w, b, y, p)) return;
+  if (ShiftForward(x, w, b, y, p)) return;
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;
@@ -538,6 +543,7 @@ void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
                           const ConvParams& p) {
   p.Validate();
   if (WinogradWeightEligible(p) && RunWinogradWeight(x, dy, dw, p)) return;
+  if (ShiftBackwardWeight(x, dy, dw, p)) return;
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;
