@@ -3,7 +3,7 @@
 //
 // Forward register tile: MR output channels x kShiftVecs vectors of wide
 // columns, the register budget of conv_isa.cc's KernelNN, and MR chosen by
-// the same rule. The B vectors of tap k are loaded straight from the padded
+// its rule (NnRowsPerTile, whose row counts ShiftKernelFor instantiates). The B vectors of tap k are loaded straight from the padded
 // plane at xp + off[k] + column; the weights are broadcast from w. A tile is
 // done with one pass over the whole reduction, so it starts from the bias
 // and is stored once. The weight gradient's tiles are described with DwTile.
@@ -32,46 +32,6 @@ constexpr int kShiftVecs = 2;
 constexpr int kShiftCols = kShiftVecs * kVW;
 
 inline Vec Splat(float x) { return Vec{} + x; }
-
-// Writes lanes [lo, hi) of v to p + lane; the other lanes' addresses are
-// not touched (they may lie outside the output).
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-inline void StoreLanes(float* p, Vec v, int lo, int hi) {
-  const unsigned below_hi = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
-  const unsigned below_lo = (1u << lo) - 1u;
-  _mm512_mask_storeu_ps(p, __mmask16(below_hi & ~below_lo), __m512(v));
-}
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-inline void StoreLanes(float* p, Vec v, int lo, int hi) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask =
-      _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)),
-                       _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane));
-  _mm256_maskstore_ps(p, mask, __m256(v));
-}
-#else
-inline void StoreLanes(float* p, Vec v, int lo, int hi) {
-  for (int l = lo; l < hi; ++l) p[l] = v[l];
-}
-#endif
-
-// Lanes [0, n) of the vector at p, zero above; p + lane is not read there.
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-inline Vec LoadLanes(const float* p, int n) {
-  return Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p));
-}
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-inline Vec LoadLanes(const float* p, int n) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return Vec(_mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
-}
-#else
-inline Vec LoadLanes(const float* p, int n) {
-  Vec v{};
-  for (int l = 0; l < n; ++l) v[l] = p[l];
-  return v;
-}
-#endif
 
 // dst[0:n] = src[0:n] for the short rows copied per image: a library call
 // per row took a seventh of LeNet conv1's weight gradient. The empty asm
@@ -144,7 +104,7 @@ __attribute__((noinline)) void StoreTileSlow(const Vec* acc, int mr, float* y,
       if (pl.kind == VecPlan::kStore)
         Store(y + i * P + pl.at, moved);
       else if (pl.kind == VecPlan::kMasked)
-        StoreLanes(y + i * P + pl.at, moved, 0, pl.n);
+        StoreFirst(y + i * P + pl.at, moved, pl.n);
     }
   }
 }
@@ -199,27 +159,12 @@ void ShiftTile(int K, const float* __restrict a, int mr,
   }
 }
 
-#if SINGA_ISA_LEVEL >= 2
-constexpr int kRowChoices[] = {12, 10, 8};
-#else
-constexpr int kRowChoices[] = {6, 5, 4};
-#endif
-constexpr float kRowSpeed[] = {1.f, 0.95f, 0.92f};
+}  // namespace
 
-// The row count whose padded tiles cost least for M rows.
-int ShiftRows(int M) {
-  int best = kRowChoices[0];
-  float best_cost = 1e30f;
-  for (int i = 0; i < 3; ++i) {
-    const int padded = (M + kRowChoices[i] - 1) / kRowChoices[i] * kRowChoices[i];
-    const float cost = float(padded) / kRowSpeed[i];
-    if (cost < best_cost) {
-      best = kRowChoices[i];
-      best_cost = cost;
-    }
-  }
-  return best;
-}
+// conv_isa.cc's row rule for KernelNN's tiles, in this family's copy.
+int NnRowsPerTile(int M);
+
+namespace {
 
 using ShiftKernel = void (*)(int, const float*, int, const float*, const int*,
                              const float*, float*, int64_t, const VecPlan*);
@@ -279,7 +224,7 @@ void ShiftImage(const ShiftJob& j, int b, float* work) {
     for (int i = 0; i < j.kh; ++i)
       for (int jj = 0; jj < j.kw; ++jj) off[k++] = (cc * j.hp + i) * j.wp + jj;
 
-  const int MR = ShiftRows(j.M);
+  const int MR = NnRowsPerTile(j.M);
   const ShiftKernel kernel = ShiftKernelFor(MR);
   const int64_t P = int64_t(j.oh) * j.ow;
   const int64_t Q = Wide(j);
@@ -361,7 +306,7 @@ void DwTile(int oh, int ow, int wp, const float* __restrict d, int mr,
     if (tail) {
       Vec dv[RD];
 #pragma GCC unroll 8
-      for (int i = 0; i < RD; ++i) dv[i] = LoadLanes(dr[i] + whole, tail);
+      for (int i = 0; i < RD; ++i) dv[i] = LoadFirst(dr[i] + whole, tail);
 #pragma GCC unroll 8
       for (int j = 0; j < RB; ++j) {
         const Vec bv = Load(br[j] + whole);

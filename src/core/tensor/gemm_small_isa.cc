@@ -50,35 +50,6 @@ constexpr int kKC = 16384 / (kNR * int(sizeof(float)));
 
 inline Vec Splat(float x) { return Vec{} + x; }
 
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-inline Vec LoadFirst(const float* p, int n) {
-  return Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p));
-}
-inline void StoreFirst(float* p, Vec v, int n) {
-  _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1u), __m512(v));
-}
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-inline Vec LoadFirst(const float* p, int n) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return Vec(_mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
-}
-// Not vmaskmovps: as a store it is microcoded on AMD Zen, many times slower
-// than these scalar stores.
-inline void StoreFirst(float* p, Vec v, int n) {
-  for (int l = 0; l < n; ++l) p[l] = v[l];
-}
-#else
-// Lanes [0, n) of p, zero above; lanes at and above n are not touched.
-inline Vec LoadFirst(const float* p, int n) {
-  Vec v{};
-  for (int l = 0; l < n; ++l) v[l] = p[l];
-  return v;
-}
-inline void StoreFirst(float* p, Vec v, int n) {
-  for (int l = 0; l < n; ++l) p[l] = v[l];
-}
-#endif
-
 // c[i][0:nr] = alpha * sum_p opA(i, p) * bp[p * ldbp + 0:kNR] (+ beta * c)
 // for i < MR, p < kc. opA(i, p) is a[i * lda + p], or a[p * lda + i] when
 // TA. bp holds kNR readable floats per step (zero beyond the panel). With

@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #ifndef SINGA_ISA_NS
 #error "isa_vec.h is for per-ISA files: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
 #endif
@@ -35,6 +39,37 @@ inline Vec Load(const float* p) {
   return v;
 }
 inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// Lanes [0, n) of the vector at p, zero above (LoadFirst), or stored to p
+// (StoreFirst), for 0 <= n <= kVW; p + lane is not touched for lanes at and
+// above n, so they may lie outside the buffer.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+inline Vec LoadFirst(const float* p, int n) {
+  return Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p));
+}
+inline void StoreFirst(float* p, Vec v, int n) {
+  _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1u), __m512(v));
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+inline Vec LoadFirst(const float* p, int n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return Vec(_mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
+}
+// Not vmaskmovps: as a store it is microcoded on AMD Zen, many times slower
+// than these scalar stores.
+inline void StoreFirst(float* p, Vec v, int n) {
+  for (int l = 0; l < n; ++l) p[l] = v[l];
+}
+#else
+inline Vec LoadFirst(const float* p, int n) {
+  Vec v{};
+  for (int l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+inline void StoreFirst(float* p, Vec v, int n) {
+  for (int l = 0; l < n; ++l) p[l] = v[l];
+}
+#endif
 
 }  // namespace
 }  // namespace SINGA_ISA_NS
