@@ -20,6 +20,7 @@
 
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
+#include "batchnorm.h"
 #include "conv_shift.h"
 #include "winograd.h"
 #include "winograd_cache.h"
@@ -1183,6 +1184,18 @@ static void TestBatchNormAll() {
     TestBatchNorm(6, 11, 3000, 1000.f, false);
     TestBatchNorm(5, 3, 7, 0.f, true);
   }
+  // Non-temporal dx stores: rows that start off the vector alignment
+  // (planes of 7, 67 and 1031 values), one-value planes and vector tails.
+  SetBnStreamMode(BnStreamMode::kForce);
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    TestBatchNorm(7, 5, 67, 0.f, false);
+    TestBatchNorm(9, 7, 1031, 50.f, false);
+    TestBatchNorm(5, 2, 1, 0.f, false);
+    TestBatchNorm(4, 6, 64, 0.f, false);
+    TestBatchNorm(5, 3, 7, 0.f, true);
+  }
+  SetBnStreamMode(BnStreamMode::kAuto);
   omp_set_num_threads(saved);
   Vec buf(8);
   Report(Throws([&] {

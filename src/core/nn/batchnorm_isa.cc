@@ -10,11 +10,12 @@
 // channels and walks it sample by sample, so every pass streams through
 // long contiguous runs: forward training reads x twice (statistics, then
 // normalisation) and writes y once; backward reads x and dy twice and
-// writes dx once. The statistics pass takes a few samples at a time (see
-// SampleGroup). Keeping a block in L2 between the passes was measured not
-// to pay: segments c * hw floats apart (a multiple of 128 KiB in ResNet)
-// share a few L2 sets on 2 MiB pages, and copying the block into a
-// contiguous buffer cost what the second pass then saved.
+// writes dx once, with non-temporal stores when the caller asks (large
+// arrays; see batchnorm_cpp.cc). The statistics pass takes a few samples at
+// a time (see SampleGroup). Keeping a block in L2 between the passes was
+// measured not to pay: segments c * hw floats apart (a multiple of 128 KiB
+// in ResNet) share a few L2 sets on 2 MiB pages, and copying the block into
+// a contiguous buffer cost what the second pass then saved.
 //
 // Reductions keep independent float partial sums per channel (one
 // accumulator would make each add wait for the previous one) and move them
@@ -245,7 +246,7 @@ void BatchNormForwardInference(const float* x, const float* scale,
 void BatchNormBackward(const float* x, const float* dy, const float* scale,
                        const float* mean, const float* var, float* dx,
                        float* dscale, float* dbias, int n, int c, int hw,
-                       float eps) {
+                       float eps, bool stream) {
   const double count = double(n) * hw;
   const long work = long(n) * c * hw;
   const int cb = BlockChannels(c, work);
@@ -293,9 +294,17 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
         const float* s = x + off;
         float* d = dx + off;
         const float mu = mean[ch], a = f1[k], b = f2[k], e = f3[k];
+        if (stream) {
+          StreamRow(
+              d, hw,
+              [=](int j) { return a * Load(g + j) + b * (Load(s + j) - mu) + e; },
+              [=](int j) { return a * g[j] + b * (s[j] - mu) + e; });
+          continue;
+        }
 #pragma omp simd
         for (int j = 0; j < hw; ++j) d[j] = a * g[j] + b * (s[j] - mu) + e;
       }
+    if (stream) StreamFence();
   }
 }
 

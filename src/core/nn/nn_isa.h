@@ -47,7 +47,7 @@ SINGA_ISA_DECLARE(
     void BatchNormBackward(const float* x, const float* dy, const float* scale,
                            const float* mean, const float* var, float* dx,
                            float* dscale, float* dbias, int n, int c, int hw,
-                           float eps);)
+                           float eps, bool stream);)
 
 }  // namespace cpu
 }  // namespace singa
