@@ -12,7 +12,9 @@ Prints, for each thread count:
      GFLOP/s of the convolution forward, backward-data and backward-weight
      passes and their share of that peak; max pooling and batch norm move
      memory rather than compute, so they are given in GB/s (every input and
-     output counted once) and as a share of a plain copy of the same bytes;
+     output counted once) and as a share of a plain copy of the same bytes,
+     with singa's time over PyTorch's for the same passes where PyTorch is
+     installed;
   3. training steps against PyTorch (bench/train_step.py): LeNet,
      ResNet-18 (batch 32) and the MLP;
   4. ResNet-18 inference at batch 1 and 32 against onnxruntime running the
@@ -135,6 +137,39 @@ def layer_side(threads, quick=False):
     return out
 
 
+def torch_norm_side(threads, quick=False):
+    """Side function: seconds per pass of PyTorch's max pooling and batch
+    norm (training) on the same shapes, for reference."""
+    import torch
+
+    torch.set_num_threads(threads)
+    reps = 2 if quick else 5
+    out = {}
+    g = torch.Generator().manual_seed(0)
+    aten = torch.ops.aten
+    with torch.no_grad():
+        for name, xs in POOL_LAYERS:
+            x = torch.randn(xs, generator=g)
+            y, idx = aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+            dy = torch.randn(y.shape, generator=g)
+            out[name + "|fwd"] = _best(
+                lambda: aten.max_pool2d_with_indices(x, [2, 2], [2, 2]), reps)
+            out[name + "|bwd"] = _best(
+                lambda: aten.max_pool2d_with_indices_backward(
+                    dy, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx), reps)
+        for name, xs in BN_LAYERS:
+            x, dy = torch.randn(xs, generator=g), torch.randn(xs, generator=g)
+            w, b = torch.randn(xs[1], generator=g), torch.randn(xs[1], generator=g)
+            rm, rv = torch.zeros(xs[1]), torch.ones(xs[1])
+            y, mean, invstd = aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+            out[name + "|fwd"] = _best(
+                lambda: aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5), reps)
+            out[name + "|bwd"] = _best(
+                lambda: aten.native_batch_norm_backward(
+                    dy, x, w, rm, rv, mean, invstd, True, 1e-5, [True] * 3), reps)
+    return out
+
+
 def cpu_description():
     model, flags = platform.processor() or "unknown", set()
     try:
@@ -159,11 +194,13 @@ def _singa_isa():
 
 
 def layer_tables(threads, rounds, quick, out=print):
-    res = {}
+    res, ref = {}, {}
     for n in threads:
-        res[n] = _harness.compare([_harness.Side("singa", "conv:layer_side",
-                                                 {"quick": quick})],
-                                  threads=n, rounds=rounds)["singa"]
+        both = _harness.compare([_harness.Side("singa", "conv:layer_side", {"quick": quick}),
+                                 _harness.Side("pytorch", "conv:torch_norm_side",
+                                               {"quick": quick}, needs="torch")],
+                                threads=n, rounds=rounds)
+        res[n], ref[n] = both["singa"], both.get("pytorch")
     out("\nCPU peak, measured: a loop of independent vector FMAs at singa's width")
     for n in threads:
         out(f"  {n} thread(s): {res[n].max('peak'):.1f} GFLOP/s")
@@ -191,8 +228,10 @@ def layer_tables(threads, rounds, quick, out=print):
                     below.append(f"{name} {ps} ({n} thr)")
             out(f"{name:22} {shape:>24} {gf:6.3f} {n:3d} " + " ".join(f"{c:>12}" for c in cells))
     out("\nmax pooling and batch norm (training): GB/s of inputs + outputs, and % of a "
-        "copy of the input")
-    header = f"{'layer (batch 64)':22} {'shape':>14} {'thr':>3} {'fwd GB/s':>12} {'bwd GB/s':>12}"
+        "copy of the input" + ("; singa's time / PyTorch's (fwd, bwd)" if ref[threads[0]]
+                               else ""))
+    header = f"{'layer (batch 64)':22} {'shape':>14} {'thr':>3} {'fwd GB/s':>12} " \
+        f"{'bwd GB/s':>12}" + (f" {'vs PyTorch':>12}" if ref[threads[0]] else "")
     out(header)
     out("-" * len(header))
     for name, xs in POOL_LAYERS + BN_LAYERS:
@@ -210,6 +249,9 @@ def layer_tables(threads, rounds, quick, out=print):
             cells = [f"{b / r.min(name + '|' + k) * 1e-9:7.1f} "
                      f"{100 * b / r.min(name + '|' + k) / copy:4.0f}%"
                      for k, b in (("fwd", fwd_bytes), ("bwd", bwd_bytes))]
+            if ref[n]:
+                cells.append(" ".join(f"{r.min(name + '|' + k) / ref[n].min(name + '|' + k):.2f}"
+                                      for k in ("fwd", "bwd")))
             out(f"{name:22} {'x'.join(map(str, xs[1:])):>14} {n:3d} " +
                 " ".join(f"{c:>12}" for c in cells))
     if below:
