@@ -2,8 +2,6 @@
 // compiled per ISA family.
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -27,15 +25,8 @@ void CheckArgs(const char* fn, int n, int c, int hw, float eps) {
   throw std::invalid_argument(os.str());
 }
 
-BnStreamMode InitialStreamMode() {
-  const char* env = std::getenv("SINGA_BN_STREAM");
-  if (env && std::strcmp(env, "off") == 0) return BnStreamMode::kOff;
-  if (env && std::strcmp(env, "force") == 0) return BnStreamMode::kForce;
-  return BnStreamMode::kAuto;
-}
-
 BnStreamMode& CurrentStreamMode() {
-  static BnStreamMode mode = InitialStreamMode();
+  static BnStreamMode mode = PathModeFromEnv("SINGA_BN_STREAM");
   return mode;
 }
 

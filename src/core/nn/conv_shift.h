@@ -20,6 +20,8 @@
 
 #include "singa/core/cpu_isa.h"
 
+#include "path_mode.h"
+
 namespace singa {
 namespace cpu {
 
@@ -78,7 +80,7 @@ bool ShiftBackwardWeight(const float* x, const float* dy, float* dw,
 // measured faster than the implicit GEMM, kForce for every layer that
 // qualifies (tests), kOff never. SINGA_CONV_SHIFT=off|auto|force sets the
 // initial mode.
-enum class ShiftMode { kOff, kAuto, kForce };
+using ShiftMode = PathMode;
 void SetShiftMode(ShiftMode mode);
 ShiftMode GetShiftMode();
 

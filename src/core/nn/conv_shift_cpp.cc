@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "singa/core/nn_kernels.h"
@@ -40,15 +38,8 @@ void FinishShiftDw(const ShiftDwJob& j, const float* work, float* dw) {
   SINGA_ISA_DISPATCH(ShiftDwFinish(j, work, dw));
 }
 
-ShiftMode InitialShiftMode() {
-  const char* env = std::getenv("SINGA_CONV_SHIFT");
-  if (env && std::strcmp(env, "off") == 0) return ShiftMode::kOff;
-  if (env && std::strcmp(env, "force") == 0) return ShiftMode::kForce;
-  return ShiftMode::kAuto;
-}
-
 ShiftMode& CurrentShiftMode() {
-  static ShiftMode mode = InitialShiftMode();
+  static ShiftMode mode = PathModeFromEnv("SINGA_CONV_SHIFT");
   return mode;
 }
 

@@ -27,6 +27,8 @@
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
 
+#include "path_mode.h"
+
 namespace singa {
 namespace cpu {
 
@@ -61,7 +63,7 @@ bool WinogradBackwardData(const float* dy, const float* w, float* dx,
 // than the implicit GEMM; kForce for every layer that qualifies (tests);
 // kOff never. The environment variable SINGA_WINOGRAD=off|auto|force sets
 // the starting mode.
-enum class WinogradMode { kOff, kAuto, kForce };
+using WinogradMode = PathMode;
 void SetWinogradMode(WinogradMode mode);
 WinogradMode GetWinogradMode();
 

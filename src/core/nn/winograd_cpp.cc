@@ -6,8 +6,6 @@
 // element and the result does not depend on the schedule.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "conv_threads.h"
@@ -29,15 +27,8 @@ constexpr int64_t kFusedFloats = int64_t(1) << 21;
 // ResNet-18's 256@8 and 512@4 layers at batch 8 to 64).
 constexpr int64_t kSharedUFloats = int64_t(1) << 21;
 
-WinogradMode InitialMode() {
-  const char* env = std::getenv("SINGA_WINOGRAD");
-  if (env && std::strcmp(env, "off") == 0) return WinogradMode::kOff;
-  if (env && std::strcmp(env, "force") == 0) return WinogradMode::kForce;
-  return WinogradMode::kAuto;
-}
-
 WinogradMode& Mode() {
-  static WinogradMode mode = InitialMode();
+  static WinogradMode mode = PathModeFromEnv("SINGA_WINOGRAD");
   return mode;
 }
 
