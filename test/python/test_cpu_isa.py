@@ -106,12 +106,14 @@ def test_pool_norm_and_elementwise_every_family(isa):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape,offset", [((13, 41, 8, 8), -30.0), ((9, 7, 1, 1031), 50.0),
-                                          ((7, 5, 3, 23), 0.0), ((6, 3, 50, 60), 1000.0)])
+                                          ((7, 5, 3, 23), 0.0), ((6, 3, 50, 60), 1000.0),
+                                          ((64, 64, 32, 32), 3.0)])
 def test_batchnorm_training_and_backward_every_family(isa, threads, shape, offset):
     # Batches that are no multiple of the statistics pass's sample group,
     # planes with vector tails, large means, and work enough for threads to
     # split the channels: forward statistics and output and all three
-    # gradients against float64.
+    # gradients against float64. The last shape's x, dy and dx reach 48 MiB,
+    # where the backward writes dx with non-temporal stores.
     import singa
     saved = singa.get_num_threads()
     singa.set_num_threads(threads)
