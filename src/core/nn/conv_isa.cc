@@ -750,6 +750,9 @@ int NtRowsPerTile() { return kNtCols; }
 // while the rows of B stream from L2.
 constexpr int64_t kNtBlock = 1024;
 constexpr int kNtChunk = 512;
+// At most this many floats of the next image (its dy plane and the input
+// channels of this block) are prefetched into L2 while an image is summed.
+constexpr int64_t kNtAheadFloats = int64_t(1) << 17;
 
 size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows) {
   (void)cols;
@@ -771,6 +774,14 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
            lp, [](const Run& r) { return int64_t(r.col); });
   for (int k = 0; k < kbp; ++k)
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
+}
+
+// Prefetches part `part` of `parts` of [p, p + floats) into L2.
+inline void PrefetchL2Part(const float* p, int64_t floats, int part,
+                           int parts) {
+  const int64_t lines = (floats + 15) / 16;
+  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l)
+    __builtin_prefetch(p + l * 16, 0, 2);
 }
 
 }  // namespace
@@ -822,15 +833,37 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
     const int lp = int(RoundUp(r1 - r0, kVW));
     const float* d = job.d + plane * job.d_img + (r0 - plane * job.dplane);
     PackNt(job, r0, r1, lp, k0, k1, pb);
+    // When this block is a whole image read in place and the next image is
+    // in the range, its dy plane and input channels are prefetched into L2,
+    // a slice per tile row: the hardware prefetchers do not follow the jump
+    // to the next image, and a memory-bound layer (ResNet's 1x1 stride-2
+    // shortcut) otherwise waits on memory at every image.
+    const int64_t next = plane + 1;
+    const int taps = job.b.tr * job.b.tc;
+    const int ch0 = k0 / taps, ch1 = (k1 - 1) / taps + 1;
+    const float* nx =
+        job.b.src + next * job.b.img_stride + int64_t(ch0) * job.b.cstride;
+    const float* nd = job.d + next * job.d_img;
+    const int64_t nx_len = int64_t(ch1 - ch0) * job.b.cstride;
+    const int64_t nd_len = int64_t(M) * job.ldd;
+    const bool ahead = !job.b.channel_fastest && job.d_img > 0 &&
+                       r0 == plane * job.dplane && r1 == next * job.dplane &&
+                       (next + 1) * job.dplane <= q1 &&
+                       nx_len + nd_len <= kNtAheadFloats;
     for (int ch = 0; ch < lp; ch += kNtChunk) {
       const int n = std::min(kNtChunk, lp - ch);
-      for (int i = 0; i < Mp; i += kNtRows)
+      for (int i = 0; i < Mp; i += kNtRows) {
+        if (ahead && ch == 0) {
+          PrefetchL2Part(nx, nx_len, i / kNtRows, Mp / kNtRows);
+          PrefetchL2Part(nd, nd_len, i / kNtRows, Mp / kNtRows);
+        }
         for (int j = 0; j < tiles_j; ++j)
           KernelNT(n, d + int64_t(i) * job.ldd + ch, job.ldd,
                    std::min(kNtRows, M - i),
                    pb + int64_t(j) * kNtCols * lp + ch, lp,
                    wide + (int64_t(i / kNtRows) * tiles_j + j) * kNtRows *
                               kNtCols);
+      }
     }
     r0 = r1;
   }
