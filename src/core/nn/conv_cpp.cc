@@ -1,6 +1,6 @@
 // Convolution entry points: each pass becomes implicit-GEMM jobs
 // (conv_engine.h) that are split over OpenMP threads and run by the copy of
-// conv_isa.cc compiled for the CPU's ISA family.
+// conv_isa.cc and conv_nt_isa.cc compiled for the CPU's ISA family.
 //
 //   forward:          y[m][q]  = sum_{c,t} w[m][c,t] * x[c][q shifted by t]
 //   backward data:    dx[c][p] = sum_{m,t} w[m][c,t] * dy[m][p shifted by -t]

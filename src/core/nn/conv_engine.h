@@ -14,7 +14,7 @@
 // scatter (below) may instead be numbered channel-fastest,
 // k = (i * tc + j) * channels + c. A (weights) is a plain row-major matrix;
 // D (the output gradient) is read like B with a single tap per row. No
-// column matrix is ever built: the per-ISA code (conv_isa.cc) copies the
+// column matrix is ever built: the per-ISA code (conv_pack.h) copies the
 // pieces of B a tile needs into a small packed buffer right before its
 // micro-kernel uses them.
 //
@@ -95,7 +95,7 @@ struct NtJob {
   int64_t ldd, d_img, dplane;
 };
 
-// What conv_isa.cc provides in each ISA namespace.
+// What conv_isa.cc and conv_nt_isa.cc provide in each ISA namespace.
 SINGA_ISA_DECLARE(
     // Output columns per micro-tile of the NN kernel, and the rows per
     // micro-tile it uses for M output rows.

@@ -1,0 +1,368 @@
+// Shared by the per-ISA convolution files (conv_isa.cc, conv_nt_isa.cc):
+// partial-vector helpers, the register-tile shapes, and the packing of
+// implicit-GEMM rows straight from the NCHW tensor. Everything lives in the
+// family's namespace with internal linkage, so each file and each family
+// keeps its own copy. The matrices and the tap addressing are described in
+// conv_engine.h.
+#ifndef SINGA_SRC_CORE_NN_CONV_PACK_H_
+#define SINGA_SRC_CORE_NN_CONV_PACK_H_
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "conv_engine.h"
+#include "isa_vec.h"
+
+#ifndef SINGA_ISA_NS
+#error "conv_pack.h is for per-ISA files: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
+#endif
+
+namespace singa {
+namespace cpu {
+namespace SINGA_ISA_NS {
+namespace {
+
+inline Vec Splat(float x) { return Vec{} + x; }
+// Lanes [lo, hi) of the vector at p, zero elsewhere; lanes outside [lo, hi)
+// are not read, so p + lane may lie outside the buffer there (the zero
+// padding of a window). StorePart writes lanes [0, n) only.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+inline __mmask16 LaneMask(int lo, int hi) {
+  lo = std::clamp(lo, 0, 16);
+  hi = std::clamp(hi, 0, 16);
+  const unsigned below_hi = hi == 16 ? 0xffffu : (1u << hi) - 1u;
+  const unsigned below_lo = lo == 16 ? 0xffffu : (1u << lo) - 1u;
+  return __mmask16(below_hi & ~below_lo);
+}
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  return Vec(_mm512_maskz_loadu_ps(LaneMask(lo, hi), p));
+}
+inline void StorePart(float* p, Vec v, int n) {
+  _mm512_mask_storeu_ps(p, LaneMask(0, n), __m512(v));
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+inline __m256i LaneMask(int lo, int hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane));
+}
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  return Vec(_mm256_maskload_ps(p, LaneMask(lo, hi)));
+}
+inline void StorePart(float* p, Vec v, int n) {
+  _mm256_maskstore_ps(p, LaneMask(0, n), __m256(v));
+}
+#else
+inline Vec LoadPart(const float* p, int lo, int hi) {
+  Vec v{};
+  for (int l = std::max(lo, 0); l < std::min(hi, kVW); ++l) v[l] = p[l];
+  return v;
+}
+inline void StorePart(float* p, Vec v, int n) {
+  for (int l = 0; l < std::min(n, kVW); ++l) p[l] = v[l];
+}
+#endif
+
+inline float HSum(Vec v) {
+  float s = 0.f;
+  for (int l = 0; l < kVW; ++l) s += v[l];
+  return s;
+}
+
+// ----------------------------------------------------------- tile shapes
+// NN: MR rows x kNnVecs vectors of accumulators, one vector register per B
+// vector and one for the broadcast A value. NT: MR x NR dot products, plus
+// MR registers holding the A vectors and one for the B vector.
+constexpr int kNnVecs = 2;
+constexpr int kNnCols = kNnVecs * kVW;
+// Row counts to choose from, best first, with their speed relative to the
+// first (fewer rows give fewer multiply-adds per load), measured on AVX2
+// (Zen 4) and assumed alike for the other widths.
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kNnRowChoices[] = {12, 10, 8};
+constexpr int kNtRows = 4, kNtCols = 6;
+#else
+constexpr int kNnRowChoices[] = {6, 5, 4};
+constexpr int kNtRows = 3, kNtCols = 4;
+#endif
+constexpr float kNnRowSpeed[] = {1.f, 0.95f, 0.92f};
+
+// ---------------------------------------------------------------- packing
+
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+
+// Short runs are the rule here (a feature-map row is often 4-32 floats), so
+// tails are done with one more vector overlapping the last full one rather
+// than a scalar loop.
+inline __attribute__((always_inline)) void Zero(float* d, int n) {
+  if (n >= kVW) {
+    for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Vec{});
+    Store(d + n - kVW, Vec{});
+  } else if (kVW > 4 && n >= 4) {
+    const Vec4 z{};
+    for (int i = 0; i + 4 <= n; i += 4) std::memcpy(d + i, &z, sizeof z);
+    std::memcpy(d + n - 4, &z, sizeof z);
+  } else {
+    for (int i = 0; i < n; ++i) d[i] = 0.f;
+  }
+}
+
+// d[0:n] = s[0:n]; d and s must not overlap.
+inline __attribute__((always_inline)) void Copy(float* __restrict d, const float* __restrict s, int n) {
+  if (n >= kVW) {
+    for (int i = 0; i + kVW <= n; i += kVW) Store(d + i, Load(s + i));
+    Store(d + n - kVW, Load(s + n - kVW));
+  } else if (kVW > 4 && n >= 4) {
+    Vec4 a;
+    for (int i = 0; i + 4 <= n; i += 4) {
+      std::memcpy(&a, s + i, sizeof a);
+      std::memcpy(d + i, &a, sizeof a);
+    }
+    std::memcpy(&a, s + n - 4, sizeof a);
+    std::memcpy(d + n - 4, &a, sizeof a);
+  } else {
+    for (int i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
+// d[j] = s[2 * j] for j < n; reads s[0 : 2 * n - 1] and, for whole vectors,
+// one float past it, so the caller keeps s[2 * n - 1] readable.
+inline void CopyEven(float* __restrict d, const float* __restrict s, int n) {
+  IVec even;
+  for (int l = 0; l < kVW; ++l) even[l] = 2 * l;
+  int j = 0;
+  for (; j + kVW <= n; j += kVW) {
+    const Vec v = __builtin_shuffle(Load(s + 2 * j), Load(s + 2 * j + kVW), even);
+    Store(d + j, v);
+  }
+  for (; j < n; ++j) d[j] = s[2 * j];
+}
+
+// A grow-only array. Standard containers of int would be instantiated here
+// and in other objects alike, and the linker could hand this family's copy
+// to code running on a CPU without it (see cmake/CheckIsaSymbols.cmake).
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] data_; }
+  T* Reserve(size_t n) {
+    if (n > cap_) {
+      delete[] data_;
+      data_ = new T[n];
+      cap_ = n;
+    }
+    return data_;
+  }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// A piece of one grid row: `len` pixels from (b, qy, qx), landing at packed
+// column `col`.
+struct Run {
+  int b, qy, qx, len, col;
+};
+
+struct Runs {
+  Buffer<Run> buf;
+  int count = 0;
+  const Run* begin() const { return buf.data(); }
+  const Run* end() const { return buf.data() + count; }
+};
+
+// Splits grid pixels [q0, q1) into runs along grid rows, and also at every
+// multiple of `split` packed columns when split > 0.
+inline void BuildRuns(const Grid& g, int64_t q0, int64_t q1, int split, Runs* runs) {
+  // At most one run per grid row touched plus one per split boundary.
+  const int64_t n = q1 - q0;
+  Run* out = runs->buf.Reserve(size_t(n / g.gw + 2 + (split > 0 ? n / split + 1 : 0)));
+  const int64_t plane = int64_t(g.gh) * g.gw;
+  int col = 0, count = 0;
+  for (int64_t q = q0; q < q1;) {
+    const int b = int(q / plane);
+    const int64_t rem = q - b * plane;
+    const int qy = int(rem / g.gw), qx = int(rem - int64_t(qy) * g.gw);
+    int len = int(std::min<int64_t>(g.gw - qx, q1 - q));
+    if (split > 0) len = std::min(len, split - col % split);
+    out[count++] = Run{b, qy, qx, len, col};
+    q += len;
+    col += len;
+  }
+  runs->count = count;
+}
+
+// dst[0:len] = src[x0 + j * ssx] for j < len, zero where x0 + j * ssx is
+// outside [0, sw).
+inline void FillRow(float* __restrict dst, const float* __restrict src, int x0,
+                    int ssx, int len, int sw) {
+  if (ssx == 1) {
+    if (x0 >= 0 && x0 + len <= sw) {
+      if (len == kNnCols) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNnVecs; ++v)
+          Store(dst + v * kVW, Load(src + x0 + v * kVW));
+        return;
+      }
+      return Copy(dst, src + x0, len);
+    }
+    // Part of the run is padding: vectors with the outside lanes masked off.
+    const int lo = std::max(0, -x0), hi = std::min(len, sw - x0);
+    for (int j = 0; j < len; j += kVW) {
+      const Vec v = LoadPart(src + x0 + j, lo - j, hi - j);
+      if (j + kVW <= len)
+        Store(dst + j, v);
+      else
+        StorePart(dst + j, v, len - j);
+    }
+    return;
+  }
+  // x0 + j * ssx in [0, sw) for j in [lo, hi).
+  const int lo = x0 >= 0 ? 0 : std::min(len, (-x0 + ssx - 1) / ssx);
+  const int hi = x0 >= sw ? lo
+                          : std::max(lo, std::min(len, (sw - 1 - x0) / ssx + 1));
+  for (int j = 0; j < lo; ++j) dst[j] = 0.f;
+  if (ssx == 2 && hi > lo) {
+    // CopyEven reads one float past the last taken, so leave the final
+    // element to the scalar loop when it ends the row.
+    const int last = x0 + 2 * (hi - 1) + 1 < sw ? hi : hi - 1;
+    CopyEven(dst + lo, src + x0 + 2 * lo, last - lo);
+    if (last < hi) dst[hi - 1] = src[x0 + 2 * (hi - 1)];
+  } else {
+    for (int j = lo; j < hi; ++j) dst[j] = src[x0 + j * ssx];
+  }
+  for (int j = hi; j < len; ++j) dst[j] = 0.f;
+}
+
+// dst[x0 + j * ssx] += src[j] for j < len where x0 + j * ssx is in [0, sw).
+inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
+                   int ssx, int len, int sw) {
+  if (ssx == 1) {
+    const int lo = std::max(0, -x0), hi = std::min(len, sw - x0);
+    float* d = dst + x0;
+    for (int j = 0; j < len; j += kVW) {
+      if (j >= lo && j + kVW <= hi) {
+        Store(d + j, Load(d + j) + Load(src + j));
+      } else if (j < hi && j + kVW > lo) {
+        // The chunk's lanes inside the row, [a, e), shifted to lane 0.
+        const int a = std::max(lo, j), e = std::min(hi, j + kVW);
+        const Vec v = LoadPart(d + a, 0, e - a) + LoadPart(src + a, 0, e - a);
+        StorePart(d + a, v, e - a);
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < len; ++j) {
+    const int x = x0 + j * ssx;
+    if (x >= 0 && x < sw) dst[x] += src[j];
+  }
+}
+
+// Row k = (c * tr + i) * tc + j of t as its (c, i, j), so that walking rows
+// needs no division.
+struct TapCursor {
+  int c, i, j;
+  TapCursor(const TapRows& t, int k)
+      : c(k / (t.tr * t.tc)), i(k / t.tc % t.tr), j(k % t.tc) {}
+};
+
+// Rows [k0, k0 + kc) of t (k0 given as the cursor `at`) over the pixels of
+// `runs`: row k0 + k of run r goes to dst + k * kstride + RunOffset(r), len
+// floats. Taps sharing a source row (one channel and kernel row) are done
+// together, channel by channel over all runs, so the source is swept in
+// order rather than jumping between channels for every run.
+template <typename RunOffset>
+void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
+              int kc, float* dst, int64_t kstride, RunOffset run_offset) {
+  int c = at.c, i = at.i, j = at.j;
+  for (int k = 0; k < kc;) {
+    const int n = std::min(t.tc - j, kc - k);
+    const int* ox = t.offx + j;
+    // Tap offsets are monotonic, so the ends bound them all.
+    const int lo = std::min(ox[0], ox[n - 1]), hi = std::max(ox[0], ox[n - 1]);
+    const float* chan = t.src + c * t.cstride;
+    // Rows of a stride-2 grid are read every other one, which the hardware
+    // prefetchers follow poorly; at stride 1 they stream in order.
+    const bool prefetch = t.ssy > 1 && c + 1 < t.channels;
+    for (int u = 0; u < nruns; ++u) {
+      const Run& r = runs[u];
+      float* d = dst + k * kstride + run_offset(r);
+      const int y = r.qy * t.ssy + t.offy[i];
+      if (y < 0 || y >= t.sh) {
+        for (int v = 0; v < n; ++v) Zero(d + v * kstride, r.len);
+        continue;
+      }
+      const float* row = chan + r.b * t.img_stride + int64_t(y) * t.sw;
+      const int xbase = r.qx * t.ssx;
+      if (prefetch) {
+        // The same piece of the next channel, read one channel's worth of
+        // runs from now.
+        const float* next = row + t.cstride + xbase + lo;
+        const uintptr_t end = uintptr_t(next + hi - lo + (r.len - 1) * t.ssx);
+        for (uintptr_t a = uintptr_t(next) & ~uintptr_t(63); a <= end; a += 64)
+          __builtin_prefetch(reinterpret_cast<const void*>(a));
+      }
+      if (t.ssx == 1 && xbase + lo >= 0 && xbase + hi + r.len <= t.sw) {
+        // The common case: the run lies inside the image for every tap.
+        const float* s0 = row + xbase;
+        if (r.len == kNnCols) {
+          for (int v = 0; v < n; ++v) {
+            const float* sv = s0 + ox[v];
+            float* o = d + v * kstride;
+#pragma GCC unroll 4
+            for (int w = 0; w < kNnVecs; ++w)
+              Store(o + w * kVW, Load(sv + w * kVW));
+          }
+        } else if (r.len == kVW) {
+          for (int v = 0; v < n; ++v) Store(d + v * kstride, Load(s0 + ox[v]));
+        } else {
+          for (int v = 0; v < n; ++v) Copy(d + v * kstride, s0 + ox[v], r.len);
+        }
+      } else if (t.ssx == 2 && xbase + lo >= 0 &&
+                 xbase + hi + 2 * r.len <= t.sw) {
+        // Stride 2 inside the image (CopyEven reads one float past the
+        // last it takes, still inside the row).
+        const float* s0 = row + xbase;
+        for (int v = 0; v < n; ++v) CopyEven(d + v * kstride, s0 + ox[v], r.len);
+      } else {
+        for (int v = 0; v < n; ++v)
+          FillRow(d + v * kstride, row, xbase + ox[v], t.ssx, r.len, t.sw);
+      }
+    }
+    k += n;
+    j = 0;
+    if (++i == t.tr) {
+      i = 0;
+      ++c;
+    }
+  }
+}
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+struct NnScratch {
+  Runs runs;
+  Buffer<int> panel_run;    // first run of each panel, then the run count
+  Buffer<int64_t> colofs;   // output offset (channel 0) of each column
+};
+
+inline NnScratch& NnLocal() {
+  thread_local NnScratch s;
+  return s;
+}
+
+}  // namespace
+}  // namespace SINGA_ISA_NS
+}  // namespace cpu
+}  // namespace singa
+
+#endif  // SINGA_SRC_CORE_NN_CONV_PACK_H_
