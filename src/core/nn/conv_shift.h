@@ -27,14 +27,18 @@ namespace cpu {
 
 constexpr int kShiftMaxK = 64;
 
-struct ShiftJob {
+// The layer's geometry, shared by both passes: hp x wp is the padded plane.
+struct ShiftPlane {
+  int c, h, w, M;
+  int kh, kw, pad_t, pad_l;
+  int oh, ow, hp, wp;
+};
+
+struct ShiftJob : ShiftPlane {
   const float* x;     // [n][c][h][w]
   const float* wt;    // [M][c * kh * kw]
   const float* bias;  // [M] or null
   float* y;           // [n][M][oh][ow], written
-  int c, h, w, M;
-  int kh, kw, pad_t, pad_l;
-  int oh, ow, hp, wp;
 };
 
 SINGA_ISA_DECLARE(
@@ -49,12 +53,9 @@ SINGA_ISA_DECLARE(
 // rows r and columns x of dy[m][r * ow + x] * xp[off[k] + r * wp + x], as
 // lane-wise dot products (conv_engine.h's NT form with both operands read in
 // place, row by row).
-struct ShiftDwJob {
+struct ShiftDwJob : ShiftPlane {
   const float* x;   // [n][c][h][w]
   const float* dy;  // [n][M][oh][ow]
-  int c, h, w, M;
-  int kh, kw, pad_t, pad_l;
-  int oh, ow, hp, wp;
 };
 
 SINGA_ISA_DECLARE(

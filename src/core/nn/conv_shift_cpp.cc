@@ -43,6 +43,13 @@ ShiftMode& CurrentShiftMode() {
   return mode;
 }
 
+ShiftPlane PlaneOf(const ConvParams& p) {
+  return ShiftPlane{p.c,     p.h,     p.w,    p.oc,
+                    p.kh,    p.kw,    p.pad_t, p.pad_l,
+                    p.oh(),  p.ow(),  p.h + p.pad_t + p.pad_b,
+                    p.w + p.pad_l + p.pad_r};
+}
+
 // Whether the flat-shift forward and weight gradient take this layer.
 bool UseShift(const ConvParams& p, int threads) {
   const ShiftMode mode = CurrentShiftMode();
@@ -64,10 +71,7 @@ bool UseShift(const ConvParams& p, int threads) {
 // Called with UseShift(p): threads take whole images.
 void ForwardShift(const float* x, const float* w, const float* b, float* y,
                   const ConvParams& p, int threads) {
-  const ShiftJob job{x,       w,       b,      y,      p.c,
-                     p.h,     p.w,     p.oc,   p.kh,   p.kw,
-                     p.pad_t, p.pad_l, p.oh(), p.ow(), p.h + p.pad_t + p.pad_b,
-                     p.w + p.pad_l + p.pad_r};
+  const ShiftJob job{PlaneOf(p), x, w, b, y};
   const size_t work = ShiftWork(job);
   threads = std::min(threads, p.n);
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -83,10 +87,7 @@ void ForwardShift(const float* x, const float* w, const float* b, float* y,
 // into its own lane sums; the threads' results are added in thread order.
 void BackwardWeightShift(const float* x, const float* dy, float* dw,
                          const ConvParams& p, int threads) {
-  const ShiftDwJob job{x,       dy,      p.c,    p.h,    p.w,
-                       p.oc,    p.kh,    p.kw,   p.pad_t, p.pad_l,
-                       p.oh(),  p.ow(),  p.h + p.pad_t + p.pad_b,
-                       p.w + p.pad_l + p.pad_r};
+  const ShiftDwJob job{PlaneOf(p), x, dy};
   const size_t work = ShiftDwWork(job);
   const size_t count = size_t(p.oc) * p.c * p.kh * p.kw;
   threads = std::min(threads, p.n);
