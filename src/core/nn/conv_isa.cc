@@ -188,18 +188,6 @@ bool ScatterTargets(const TapRows& s, float* out, const TileTaps& tt, int mr,
   return true;
 }
 
-// Stores v at p (aligned to a vector) bypassing the caches where the ISA
-// can: dx of a stride-2 product is written once and read only later.
-inline void StreamStore(float* p, Vec v) {
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-  _mm512_stream_ps(p, __m512(v));
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-  _mm256_stream_ps(p, __m256(v));
-#else
-  Store(p, v);
-#endif
-}
-
 // Rows [0, mr) of a tile (kNnCols floats per row at temp, its columns
 // starting at c0) written to a stride-2 output (NnJob::gap_w): each run's
 // values go to every other float, with zeros in between.
@@ -358,10 +346,8 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       }
     }
   }
-#if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
   // Orders WriteWithGaps' streaming stores before whatever reads dx next.
-  if (job.gap_w > 0) _mm_sfence();
-#endif
+  if (job.gap_w > 0) StreamFence();
 }
 
 }  // namespace SINGA_ISA_NS

@@ -73,33 +73,31 @@ inline void StoreFirst(float* p, Vec v, int n) {
 }
 #endif
 
-// Stores p[0:n] = f(j) for j = 0, kVW, ... (f returns a Vec; scalar
-// lanes come from g(j) for the unaligned head and the tail), the aligned
-// vectors with non-temporal stores that bypass the caches. The caller runs
-// StreamFence before other threads read the data.
+// Stores v at p (aligned to a vector) bypassing the caches where the ISA
+// can, for data written once and read only later; the caller runs
+// StreamFence before other threads read it.
+inline void StreamStore(float* p, Vec v) {
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+  _mm512_stream_ps(p, __m512(v));
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+  _mm256_stream_ps(p, __m256(v));
+#else
+  Store(p, v);
+#endif
+}
+
+// p[0:n] = f(j) for j = 0, kVW, ... (f returns a Vec) with StreamStore,
+// and g(j), a float, for the lanes before the first aligned vector and
+// after the last whole one.
 template <class F, class G>
 inline void StreamRow(float* p, int n, F f, G g) {
   int j = 0;
-#if defined(__SSE2__)
   for (; j < n && reinterpret_cast<uintptr_t>(p + j) % sizeof(Vec) != 0; ++j)
     p[j] = g(j);
-  for (; j + kVW <= n; j += kVW) {
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-    _mm512_stream_ps(p + j, __m512(f(j)));
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-    _mm256_stream_ps(p + j, __m256(f(j)));
-#else
-    const Vec v = f(j);
-    for (int l = 0; l < kVW; l += 4) {
-      __m128 q;
-      std::memcpy(&q, reinterpret_cast<const float*>(&v) + l, sizeof q);
-      _mm_stream_ps(p + j + l, q);
-    }
-#endif
-  }
-#endif
+  for (; j + kVW <= n; j += kVW) StreamStore(p + j, f(j));
   for (; j < n; ++j) p[j] = g(j);
 }
+
 inline void StreamFence() {
 #if defined(__SSE2__)
   _mm_sfence();
