@@ -41,9 +41,6 @@ inline __mmask16 LaneMask(int lo, int hi) {
 inline Vec LoadPart(const float* p, int lo, int hi) {
   return Vec(_mm512_maskz_loadu_ps(LaneMask(lo, hi), p));
 }
-inline void StorePart(float* p, Vec v, int n) {
-  _mm512_mask_storeu_ps(p, LaneMask(0, n), __m512(v));
-}
 #elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
 inline __m256i LaneMask(int lo, int hi) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -53,36 +50,16 @@ inline __m256i LaneMask(int lo, int hi) {
 inline Vec LoadPart(const float* p, int lo, int hi) {
   return Vec(_mm256_maskload_ps(p, LaneMask(lo, hi)));
 }
-// Not vmaskmovps: as a store it is microcoded on AMD's Zen cores, and it
-// took a quarter of the packing time of a 512-channel 3x3 layer on a 4x4
-// plane (AVX2 EPYC). Four, two and one floats instead. n <= 0 (AddRow's
-// run wholly in the padding) stores nothing, as the mask did.
-inline void StorePart(float* p, Vec v, int n) {
-  if (n <= 0) return;
-  if (n >= kVW) return Store(p, v);
-  __m128 h = _mm256_castps256_ps128(__m256(v));
-  if (n & 4) {
-    std::memcpy(p, &h, 4 * sizeof(float));
-    h = _mm256_extractf128_ps(__m256(v), 1);
-    p += 4;
-  }
-  if (n & 2) {
-    std::memcpy(p, &h, 2 * sizeof(float));
-    h = _mm_movehl_ps(h, h);
-    p += 2;
-  }
-  if (n & 1) std::memcpy(p, &h, sizeof(float));
-}
 #else
 inline Vec LoadPart(const float* p, int lo, int hi) {
   Vec v{};
   for (int l = std::max(lo, 0); l < std::min(hi, kVW); ++l) v[l] = p[l];
   return v;
 }
-inline void StorePart(float* p, Vec v, int n) {
-  for (int l = 0; l < std::min(n, kVW); ++l) p[l] = v[l];
-}
 #endif
+inline void StorePart(float* p, Vec v, int n) {
+  if (n > 0) StoreFirst(p, v, std::min(n, kVW));
+}
 
 inline float HSum(Vec v) {
   float s = 0.f;
