@@ -308,3 +308,30 @@ def test_conv2d_flat_shift_weight_gradient(case, threads):
         singa.set_num_threads(saved)
     np.testing.assert_allclose(autograd.ctensor2numpy(dw),
                                conv_dw_ref(x, dy, case["w"], p), rtol=1e-4, atol=1e-3)
+
+
+# Few pixels (one slab of the product) and a long reduction: at 2 threads
+# the forward is split by input channels, whose partial outputs are added.
+ONE_SLAB_CASES = [
+    dict(x=(1, 256, 4, 4), w=(40, 256, 3, 3), stride=1, pad=1),
+    dict(x=(2, 256, 2, 3), w=(17, 256, 3, 3), stride=1, pad=1),
+    dict(x=(1, 240, 7, 7), w=(24, 240, 3, 3), stride=2, pad=1),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", ONE_SLAB_CASES, ids=str)
+def test_conv2d_one_slab_long_reduction(case, threads):
+    import singa
+
+    x, w, b = randn(*case["x"]), randn(*case["w"]), randn(case["w"][0])
+    s, p = case["stride"], case["pad"]
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        y = ag.conv2d(make_tensor(x), make_tensor(w), make_tensor(b), stride=s, padding=p)
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(y),
+                               conv_ref(x, w, b, (s, s), (p,) * 4, (1, 1), 1),
+                               rtol=1e-4, atol=1e-3)

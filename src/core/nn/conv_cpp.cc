@@ -15,7 +15,8 @@
 // (conv_shift.h).
 //
 // Threads share nothing they write: NN jobs are cut into slabs of output
-// pixels (and, for few pixels, ranges of output channels); the weight
+// pixels (and, for few pixels, ranges of output channels, or of input
+// channels whose partial outputs are then added); the weight
 // gradient is cut into ranges of its columns, or, when it is small and the
 // reduction long, into ranges of the reduction whose partial sums are added
 // in thread order, so results do not depend on scheduling.
@@ -104,18 +105,110 @@ int ChooseKc(int K) {
   return int(CeilDiv(K, CeilDiv(K, kKcBlock)));
 }
 
+// The reduction block of a product whose pixels fit one panel of B: that
+// panel is read from L2 whatever its length, so the block is made as long
+// as kPanelFloats allows and each row of A is read in one long run. At
+// batch 1 the weights come from memory, and the rows of short blocks (2 KiB
+// each) are more streams than the prefetchers follow: on an AVX2 EPYC a
+// 512-channel 3x3 layer on a 4x4 plane (4608 rows) took 0.95x the time at
+// one thread and 0.92x at two in whole blocks, inside ResNet-18's forward.
+constexpr int64_t kPanelFloats = int64_t(1) << 17;
+int PanelKc(int K) {
+  const int most = int(kPanelFloats / NnCols());
+  return K <= most ? K : int(CeilDiv(K, CeilDiv(K, most)));
+}
+
+// Input-channel rows per thread from which a one-slab product is split by
+// its reduction (RunNnByReduction) rather than by its output rows.
+constexpr int kSplitRowsPerThread = 1024;
+
+// out += the partial products of the reduction's other shares, laid out
+// share by share as [m][pixel] (see RunNnByReduction), for a dense job's
+// rows [m0, m1).
+void AddShares(const NnJob& j, const float* shares, int parts, int m0, int m1) {
+  const int64_t N = j.grid.pixels(), P = int64_t(j.grid.gh) * j.grid.gw;
+  for (int m = m0; m < m1; ++m)
+    for (int b = 0; b < j.grid.n; ++b) {
+      float* o = j.out + b * j.out_img + m * j.out_ch + j.obase;
+      for (int s = 0; s < parts; ++s) {
+        const float* t = shares + (int64_t(s) * j.M + m) * N + b * P;
+        for (int64_t q = 0; q < P; ++q) o[q] += t[q];
+      }
+    }
+}
+
+// A product whose pixels fill one slab, split over the threads by output
+// rows, would have every thread pack all of B for its rows. Each thread
+// instead takes a share of the input channels, packs only those rows of B
+// and multiplies them with all of A's rows; the first share writes the
+// output (with the bias), the others their own buffers, which are then
+// added into it. With 2 threads, a 512-channel 3x3 layer on a 4x4 plane at
+// batch 1 packs half as much per thread. The shares depend on the thread
+// count, so the sums' rounding does too.
+bool RunNnByReduction(const NnJob& j, int threads) {
+  const TapRows& t = j.b;
+  if (threads < 2 || j.scatter || j.gap_w > 0 || !j.dense() ||
+      t.channel_fastest || t.channels < threads ||
+      int64_t(t.rows()) < int64_t(kSplitRowsPerThread) * threads)
+    return false;
+  const int taps = t.tr * t.tc;
+  const int64_t N = j.grid.pixels();
+  std::vector<NnJob> parts(size_t(threads), j);
+  size_t work = 0;
+  for (int s = 0; s < threads; ++s) {
+    NnJob& p = parts[size_t(s)];
+    const int c0 = int(int64_t(t.channels) * s / threads);
+    const int c1 = int(int64_t(t.channels) * (s + 1) / threads);
+    p.b.src = t.src + c0 * t.cstride;
+    p.b.channels = c1 - c0;
+    p.a = j.a + int64_t(c0) * taps;
+    p.kc = PanelKc(p.b.rows());
+    work = std::max(work, NnWork(p, N));
+  }
+  thread_local std::vector<float> shares;
+  shares.resize(size_t(threads - 1) * j.M * N);
+  for (int s = 1; s < threads; ++s) {
+    NnJob& p = parts[size_t(s)];
+    p.bias = nullptr;
+    p.out = shares.data() + int64_t(s - 1) * j.M * N;
+    p.out_img = int64_t(j.grid.gh) * j.grid.gw;
+    p.out_ch = N;
+    p.obase = 0;
+    p.osy = j.grid.gw;
+    p.osx = 1;
+  }
+  const float* sums = shares.data();
+  const int mr = NnRows(j.M);
+  const int tiles = int(CeilDiv(j.M, mr));
+#pragma omp parallel num_threads(threads)
+  {
+    float* buf = ThreadWork(work);
+#pragma omp for schedule(static)
+    for (int s = 0; s < threads; ++s)
+      RunNnSlab(parts[size_t(s)], 0, N, 0, j.M, buf);
+#pragma omp for schedule(static)
+    for (int i = 0; i < tiles; ++i)
+      AddShares(j, sums, threads - 1, i * mr, std::min(j.M, (i + 1) * mr));
+  }
+  return true;
+}
+
 // Runs NN jobs over the threads. A job is cut into slabs of output pixels
 // sized so their packed B stays in L2; when that leaves fewer slabs than
 // threads, the output rows are split as well. A scatter job adds into its
 // output through overlapping windows, so its items are whole images (run
-// slab by slab) and whole input channels.
-void RunNn(const std::vector<NnJob>& jobs) {
+// slab by slab) and whole input channels. The reduction block of a job
+// whose pixels fit one panel is lengthened (PanelKc), in place.
+void RunNn(std::vector<NnJob>& jobs) {
   struct Item {
     int job;
     int64_t q0, q1, slab;
     int m0, m1;
   };
   const int cols = NnCols();
+  for (NnJob& j : jobs)
+    if (j.grid.pixels() <= cols && !j.scatter && j.gap_w == 0)
+      j.kc = PanelKc(j.b.rows());
   int64_t macs = 0;
   for (const NnJob& j : jobs) macs += j.grid.pixels() * j.M * j.b.rows();
   const int threads = ThreadsFor(macs);
@@ -144,9 +237,11 @@ void RunNn(const std::vector<NnJob>& jobs) {
       const int64_t tiles = CeilDiv(j.M, mr);
       // Every chunk packs its slab's B again (0.13 ms of the 1.03 of a
       // 512-channel 3x3 layer on a 4x4 plane at batch 1, measured on an
-      // AVX2 EPYC): one thread never splits, and a single slab is split
-      // once per thread; otherwise two items per thread keep the threads
-      // evenly loaded.
+      // AVX2 EPYC): one thread never splits; a single slab with a long
+      // reduction is split by it instead, else once per thread; otherwise
+      // two items per thread keep the threads evenly loaded.
+      if (slabs == 1 && jobs.size() == 1 && RunNnByReduction(j, threads))
+        return;
       const int want = threads == 1 ? 1 : slabs == 1 ? threads : 2 * threads;
       const int64_t chunks = std::min<int64_t>(
           tiles, std::max<int64_t>(1, CeilDiv(want, slabs)));
