@@ -398,6 +398,18 @@ static void TestDirectDx() {
     }
     TestConv("small c 9x9 kernel" + th,
              CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
+    // Pixels that fill one slab and a long reduction: at 2 threads the
+    // product is split by input channels and the shares added (one and two
+    // images, a 3x3 window with padding and a 1x1 with an odd pixel count).
+    TestConv("one slab, long reduction 4x4" + th,
+             CP(1, 256, 4, 4, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("one slab, long reduction 2 images" + th,
+             CP(2, 256, 2, 3, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("one slab, long reduction 1x1" + th,
+             CP(1, 2100, 3, 5, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+    // One panel of pixels with more rows than one reduction block holds.
+    TestConv("one panel, reduction in blocks" + th,
+             CP(1, 1000, 3, 3, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
     // 1x1 stride 2 (the written-whole rows of BackwardDataPointwiseS2): odd
     // and even sizes, rows longer than a tile, groups, and bottom/right pads
     // that do or do not add an output row past the input.
