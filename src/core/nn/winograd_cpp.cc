@@ -113,7 +113,7 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   // share transforms the block's input again). When the blocks divide the
   // threads, one share per thread and block balances the load with the
   // fewest repeated transforms: a 128-channel 16x16 plane at batch 1 (one
-  // block) took 0.78x the time in two shares than in four at two threads
+  // block) took 0.78x the time in two shares as in four at two threads
   // (AVX2 EPYC). Otherwise about two items per thread even out the load.
   int64_t want = 1;
   if (blocks < threads)
