@@ -8,7 +8,6 @@
 // (pool2x2.h).
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
