@@ -305,12 +305,12 @@ static void TestEngineCases() {
   omp_set_num_threads(saved);
 }
 
-// The Winograd weight gradient (winograd_weight.h): odd planes and planes
-// that leave half tiles, pads 0, 1, 2 and asymmetric ones, channel counts
-// that are not multiples of the vector width or the register tile, a
-// one-row plane, and a reduction long enough to take several tile blocks;
-// on 1, 2 and 5 threads (which split the output channels or the tiles),
-// each run twice to the same bits.
+// The Winograd weight gradient (winograd_weight.h), with 2x2 and with 4x4
+// dy tiles: odd planes and planes that leave partial tiles, pads 0, 1, 2
+// and asymmetric ones, channel counts that are not multiples of the vector
+// width or the register tile, a one-row plane, and a reduction long enough
+// to take several tile blocks; on 1, 2 and 5 threads (which split the
+// output channels or the tiles), each run twice to the same bits.
 static void TestWinogradWeight() {
   const ConvParams cases[] = {
       CP(2, 17, 7, 9, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -320,34 +320,52 @@ static void TestWinogradWeight() {
       CP(2, 16, 1, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
       CP(2, 20, 7, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
       CP(16, 20, 16, 15, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+      CP(3, 16, 13, 11, 16, 3, 3, 1, 1, 0, 1, 2, 0, 1, 1, 1),
+      CP(2, 16, 2, 3, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
   };
   const int saved = omp_get_max_threads();
-  for (const ConvParams& p : cases) {
-    const std::string name =
-        "winograd dw n" + std::to_string(p.n) + " c" + std::to_string(p.c) +
-        " " + std::to_string(p.h) + "x" + std::to_string(p.w) + " oc" +
-        std::to_string(p.oc) + " pads " + std::to_string(p.pad_t) +
-        std::to_string(p.pad_l) + std::to_string(p.pad_b) +
-        std::to_string(p.pad_r);
-    Report(WinogradWeightEligible(p), name + " takes the Winograd path");
-    const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
-    Vec x = Random(size_t(p.n) * p.c * p.h * p.w), dy = Random(ysz);
-    Vec w(size_t(p.oc) * p.c * 9);
-    DVec rdx, rdw, rdb;
-    RefConvBackward(D(x), D(w), D(dy), p, &rdx, &rdw, &rdb);
-    for (int t : {1, 2, 5}) {
-      omp_set_num_threads(t);
-      Vec dw(w.size(), 7.f), again(w.size(), 5.f);
-      Conv2dBackwardWeight(x.data(), dy.data(), dw.data(), p);
-      Check(name + " (" + std::to_string(t) + " threads)", dw, rdw);
-      Conv2dBackwardWeight(x.data(), dy.data(), again.data(), p);
-      Report(again == dw, name + " same bits when run again (" +
-                              std::to_string(t) + " threads)");
+  for (const ConvParams& p : cases)
+    for (int tile : {2, 4}) {
+      SetWinogradWeightTile(tile);
+      const std::string name =
+          "winograd dw tile " + std::to_string(tile) + " n" +
+          std::to_string(p.n) + " c" + std::to_string(p.c) + " " +
+          std::to_string(p.h) + "x" + std::to_string(p.w) + " oc" +
+          std::to_string(p.oc) + " pads " + std::to_string(p.pad_t) +
+          std::to_string(p.pad_l) + std::to_string(p.pad_b) +
+          std::to_string(p.pad_r);
+      Report(WinogradWeightEligible(p), name + " takes the Winograd path");
+      const size_t ysz = size_t(p.n) * p.oc * p.oh() * p.ow();
+      Vec x = Random(size_t(p.n) * p.c * p.h * p.w), dy = Random(ysz);
+      Vec w(size_t(p.oc) * p.c * 9);
+      DVec rdx, rdw, rdb;
+      RefConvBackward(D(x), D(w), D(dy), p, &rdx, &rdw, &rdb);
+      for (int t : {1, 2, 5}) {
+        omp_set_num_threads(t);
+        Vec dw(w.size(), 7.f), again(w.size(), 5.f);
+        Conv2dBackwardWeight(x.data(), dy.data(), dw.data(), p);
+        Check(name + " (" + std::to_string(t) + " threads)", dw, rdw);
+        Conv2dBackwardWeight(x.data(), dy.data(), again.data(), p);
+        Report(again == dw, name + " same bits when run again (" +
+                                std::to_string(t) + " threads)");
+      }
     }
-  }
+  SetWinogradWeightTile(0);
   omp_set_num_threads(saved);
+  // The rule: 4x4 tiles where the batch has many (ResNet-18's 64@32 at batch
+  // 1, 512@4 at 32), 2x2 where it has few (512@4 at batch 8, a 2x2 plane).
+  auto tile_for = [](int n, int c, int hw) {
+    return WinogradWeightTile(CP(n, c, hw, hw, c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+  };
+  Report(tile_for(1, 64, 32) == 4 && tile_for(32, 512, 4) == 4 &&
+             tile_for(8, 512, 4) == 2 && tile_for(64, 64, 2) == 2,
+         "winograd dw tile rule");
   TestConv("winograd dw with fd",
            CP(2, 16, 5, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
+  SetWinogradWeightTile(4);
+  TestConv("winograd dw tile 4 with fd",
+           CP(2, 16, 9, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
+  SetWinogradWeightTile(0);
 }
 
 // The direct data gradient for few input channels (conv_direct.h, stride 1,

@@ -335,3 +335,38 @@ def test_conv2d_one_slab_long_reduction(case, threads):
     np.testing.assert_allclose(tensor.to_numpy(y),
                                conv_ref(x, w, b, (s, s), (p,) * 4, (1, 1), 1),
                                rtol=1e-4, atol=1e-3)
+
+
+# 3x3 stride-1 weight gradients on the Winograd path: shapes whose batch
+# has many tiles take 4x4 dy tiles (F(3x3, 4x4)), the small ones 2x2
+# (src/core/nn/winograd_weight.h), with partial tiles at odd edges.
+WINOGRAD_DW_CASES = [
+    dict(x=(4, 32, 8, 8), w=(24, 32, 3, 3), pad=1),
+    dict(x=(3, 20, 13, 11), w=(16, 20, 3, 3), pad=(0, 1, 2, 0)),
+    dict(x=(2, 64, 6, 6), w=(64, 64, 3, 3), pad=0),
+    dict(x=(2, 16, 2, 3), w=(8, 16, 3, 3), pad=1),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", WINOGRAD_DW_CASES, ids=str)
+def test_conv2d_winograd_weight_gradient(case, threads):
+    import singa
+
+    x, w, b = randn(*case["x"]), randn(*case["w"]), randn(case["w"][0])
+    p = case["pad"]
+    p = (p,) * 4 if isinstance(p, int) else p
+    xt, wt, bt = make_tensor(x), make_tensor(w), make_tensor(b)
+    for t in (xt, wt, bt):
+        t.requires_grad = t.stores_grad = True
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        with ag.train_mode(True):
+            y = ag.conv2d(xt, wt, bt, padding=p)
+            dy = randn(*y.shape)
+            grads = {id(t): g for t, g in ag.backward(y, tensor.from_numpy(dy))}
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(grads[id(wt)]),
+                               conv_dw_ref(x, dy, case["w"], p), rtol=1e-4, atol=1e-3)

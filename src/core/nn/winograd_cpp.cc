@@ -5,12 +5,15 @@
 // writes only its own tiles' outputs, so no two threads write the same
 // element and the result does not depend on the schedule.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 
 #include "conv_threads.h"
 #include "winograd.h"
 #include "winograd_cache.h"
+#include "winograd_weight.h"
 
 namespace singa {
 namespace cpu {
@@ -141,6 +144,24 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
 
 void SetWinogradMode(WinogradMode mode) { Mode() = mode; }
 WinogradMode GetWinogradMode() { return Mode(); }
+
+namespace {
+std::atomic<int> weight_tile{0};
+}  // namespace
+
+int WinogradWeightTile(const ConvParams& p) {
+  const int fixed = weight_tile.load(std::memory_order_relaxed);
+  if (fixed) return fixed;
+  const double oh = p.oh(), ow = p.ow();
+  const double four = p.n * std::ceil(oh / 4) * std::ceil(ow / 4);
+  const double two = p.n * std::ceil(oh / 2) * std::ceil(ow / 2);
+  const double m = 4 + std::sqrt(double(p.c) * p.oc) / 24;
+  return 36 * (four + m) < 16 * (two + m) ? 4 : 2;
+}
+
+void SetWinogradWeightTile(int tile) {
+  weight_tile.store(tile == 2 || tile == 4 ? tile : 0, std::memory_order_relaxed);
+}
 
 bool WinogradForward(const float* x, const float* w, const float* b, float* y,
                      const ConvParams& p) {

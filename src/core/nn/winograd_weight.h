@@ -1,17 +1,30 @@
 // Weight gradient of 3x3, stride-1 convolutions by Winograd's minimal
-// filtering F(3x3, 2x2): the 3x3 correlation of each 4x4 input tile with
-// the matching 2x2 tile of dy costs 16 multiplies instead of 36.
+// filtering: the 3x3 correlation of each input tile with the matching tile
+// of dy, in one of two tilings (WinogradWeightTile picks):
+//   F(3x3, 2x2): 4x4 x tiles at stride 2, 2x2 dy tiles, 16 multiplies per
+//                tile instead of 36;
+//   F(3x3, 4x4): 6x6 x tiles at stride 4, 4x4 dy tiles, 36 multiplies per
+//                tile instead of 144, with larger transforms.
 //
-// With tiles taken at stride 2 over the output grid (dy zero past its edge,
-// x zero in the padding),
+// With tiles taken over the output grid (dy zero past its edge, x zero in
+// the padding),
 //   dw[k][c] = sum over images and tiles of  A^T [Z[k] (.) V[c]] A,
-//   V = B^T d B  (d: the 4x4 x tile),  Z = G g G^T  (g: the 2x2 dy tile),
+//   V = B^T d B  (d: the x tile),  Z = G g G^T  (g: the dy tile),
 // so the sum over tiles becomes one product per transform position:
 //   M[pos][k][c] = sum_t Z[pos][t][k] * V[pos][t][c], and dw = A^T M A.
-// The matrices (rows; 0, 1, -1 and infinity as the points):
+// These are the forward algorithm's F(2x2, 3x3) and F(4x4, 3x3) with the
+// roles of its matrices exchanged (B the same, A and G swapped). For 2x2
+// tiles (rows; points 0, 1, -1 and infinity):
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 -1 0 1]
 //   G   = [1 0; 1/2 1/2; 1/2 -1/2; 0 1]
 //   A^T = [1 1 1 0; 0 1 -1 0; 0 1 1 1]
+// and for 4x4 tiles (points 0, -1, 1, -2, 2 and infinity):
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+//          0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1 0 0 0; 1 1 1 1; 1 -1 1 -1; 1 2 4 8; 1 -2 4 -8; 0 0 0 1]
+//   A^T = [1/4 -1/6 -1/6 1/24 1/24 0; 0 -1/6 1/6 1/12 -1/12 0;
+//          0 -1/6 -1/6 1/6 1/6 1]
+// (the factors of A are applied to M, once per weight, not per tile).
 // winograd_weight_isa.cc holds the transforms and the product per ISA
 // family; Conv2dBackwardWeight (conv_cpp.cc) hands it the eligible calls.
 #ifndef SINGA_SRC_CORE_NN_WINOGRAD_WEIGHT_H_
@@ -24,9 +37,22 @@ namespace singa {
 namespace cpu {
 
 // Writes dw and returns true, or returns false (dw untouched) when its
-// scratch memory cannot be allocated.
+// scratch memory cannot be allocated. tile is 2 or 4 (the dy tile's side).
 SINGA_ISA_DECLARE(bool WinogradWeightGradient(const float* x, const float* dy,
-                                              float* dw, const ConvParams& p);)
+                                              float* dw, const ConvParams& p,
+                                              int tile);)
+
+// The dy tile side for p: 4 or 2, whichever costs less in a model fitted
+// to measurements (AVX2 EPYC, 1 and 2 threads, ResNet-18's layers at batch
+// 1 to 64): per weight, kPos * (tiles + m), with the tiles of the whole
+// batch and m = 4 + sqrt(K C) / 24 the cost of writing and reading M in
+// units of a tile's multiply-adds (M outgrows the caches with the
+// channels). The 4x4 tiles took 0.65-0.8x the time from 8 tiles of them
+// with 64 channels, 16 with 256 and 32 with 512, and up to 3x the time on a
+// few tiles with 512 channels. SetWinogradWeightTile(2 or 4) fixes the
+// choice for the tests; 0 restores the rule. (winograd_cpp.cc)
+int WinogradWeightTile(const ConvParams& p);
+void SetWinogradWeightTile(int tile);
 
 // Whether the Winograd weight gradient serves p (already validated): a 3x3,
 // stride-1, undilated, ungrouped convolution with channels enough for the
@@ -41,7 +67,8 @@ inline bool WinogradWeightEligible(const ConvParams& p) {
 
 inline bool RunWinogradWeight(const float* x, const float* dy, float* dw,
                               const ConvParams& p) {
-  SINGA_ISA_DISPATCH(WinogradWeightGradient(x, dy, dw, p));
+  const int tile = WinogradWeightTile(p);
+  SINGA_ISA_DISPATCH(WinogradWeightGradient(x, dy, dw, p, tile));
 }
 
 }  // namespace cpu

@@ -1,13 +1,14 @@
-// Winograd F(3x3, 2x2) weight gradient for one ISA family (the math is in
-// winograd_weight.h).
+// Winograd weight gradient for one ISA family (the math is in
+// winograd_weight.h), with 2x2 dy tiles (F(3x3, 2x2): 4x4 x tiles, 16
+// positions) or 4x4 dy tiles (F(3x3, 4x4): 6x6 x tiles, 36 positions).
 //
 // Tiles are numbered by tile row (image, ty) and column tx, and taken a
 // block of tile rows at a time. For a block, the transformed x tiles go to
 // V[pos][tile][c] and the transformed dy tiles to Z[pos][tile][k], channels
 // fastest, so both transforms run on whole vectors of channels; then for
-// each of the 16 positions M[pos] (+)= Z[pos]^T V[pos], a product whose
-// reduction runs over the block's tiles. Blocks are sized by measurement
-// (see WinogradWeightGradient). Last, dw = A^T M A.
+// each position M[pos] (+)= Z[pos]^T V[pos], a product whose reduction runs
+// over the block's tiles. Blocks are sized by measurement (see
+// WinogradWeightGradient). Last, dw = A^T M A.
 //
 // Each thread runs that loop on its own share: a range of tile rows (its
 // group, summed into the group's own copy of M) and a range of M's rows
@@ -40,7 +41,6 @@ namespace {
 // 16 (32 with AVX-512) vector registers.
 constexpr int kMR = kVW == 16 ? 12 : 6;
 constexpr int kNR = 2 * kVW;
-constexpr int kPos = 16;
 // Below this many multiply-adds (direct count) a call runs on one thread.
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
 
@@ -79,13 +79,13 @@ struct Scratch {
 struct Plan {
   const ConvParams* p;
   int oh, ow;
-  int tx, ty;    // tiles per row, tile rows per image
+  int tx, ty;    // tiles per row, tile rows per image (of dy tiles)
   int cp;        // input channels rounded up to kNR: the columns of V and M
   int kp;        // output channels rounded up to kMR: the rows of M
   int64_t ldv;
   int64_t tb;    // tiles per block (the position planes' height)
   int groups;    // tile groups, each summing into its own copy of M
-  float* m;      // M: [groups][kPos][kp][cp]
+  float* m;      // M: [groups][positions][kp][cp]
 };
 
 // Shuffle masks that interleave the low (kZipLo) or high (kZipHi) halves of
@@ -156,15 +156,63 @@ void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
   }
 }
 
-// V for tile row r (tiles lt0.. of the block), channels [c0, c0 + kVW),
-// into the columns from v.
-void InputRow(const Plan& pl, const float* x, int64_t r, int64_t lt0, int c0,
-              float* v, float* s) {
+// The two tilings. For each: V for tile row r (tiles lt0.. of the block),
+// channels [c0, c0 + kVW), into the columns from v (Input); Z for tile row
+// r, output channels [k0, k0 + kVW), into the columns from zo of Z, row
+// stride ldz (Grad); dw[k][c0 .. c0 + kVW) from M[.][k][c], for the
+// channels below C (Output). s is the thread's gather buffer.
+//
+// kBlockFloats bounds V and Z of a block of tiles (see Run), measured on
+// the ResNet-18 layers on an AVX2 EPYC (1 MiB L2): with 2x2 tiles 64@32
+// runs best near 48 tiles (0.8x the time at 256), 512@4 from 128 up (0.8x
+// the time at 32); with 4x4 tiles the 64-channel layers took 0.85-0.9x the
+// time at 1 MiB than at 512 KiB (the 32 tiles that K C / (K + C) asks for),
+// at batch 8 to 64 and 1 or 2 threads.
+struct Tiles2 {
+  static constexpr int kOut = 2, kIn = 4, kPos = 16;
+  static constexpr int64_t kBlockFloats = int64_t(1) << 17;
+  static void Input(const Plan& pl, const float* x, int64_t r, int64_t lt0,
+                    int c0, float* v, float* s);
+  static void Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
+                   int k0, float* zo, int64_t ldz, float* s);
+  static void Output(const Plan& pl, int k, int c0, float* dw);
+};
+struct Tiles4 {
+  static constexpr int kOut = 4, kIn = 6, kPos = 36;
+  static constexpr int64_t kBlockFloats = int64_t(1) << 18;
+  static void Input(const Plan& pl, const float* x, int64_t r, int64_t lt0,
+                    int c0, float* v, float* s);
+  static void Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
+                   int k0, float* zo, int64_t ldz, float* s);
+  static void Output(const Plan& pl, int k, int c0, float* dw);
+};
+
+// The x tiles of row r, kIn x kIn each at stride kOut, gathered for
+// channels [c0, c0 + kVW) into s[row][col][lane].
+template <class T>
+void GatherInput(const Plan& pl, const float* x, int64_t r, int c0, float* s) {
   const ConvParams& p = *pl.p;
   const int n = int(r / pl.ty), ty = int(r % pl.ty);
-  const int cols = 2 * pl.tx + 2;
   GatherRows(x + int64_t(n) * p.c * p.h * p.w, int64_t(p.h) * p.w, p.h, p.w,
-             p.c, c0, 2 * ty - p.pad_t, 4, -p.pad_l, cols, s);
+             p.c, c0, T::kOut * ty - p.pad_t, T::kIn, -p.pad_l,
+             T::kOut * pl.tx + 2, s);
+}
+
+// The dy tiles of row r, kOut x kOut each, for output channels
+// [k0, k0 + kVW) into s[row][col][lane].
+template <class T>
+void GatherGrad(const Plan& pl, const float* dy, int64_t r, int k0, float* s) {
+  const ConvParams& p = *pl.p;
+  const int n = int(r / pl.ty), ty = int(r % pl.ty);
+  GatherRows(dy + int64_t(n) * p.oc * pl.oh * pl.ow, int64_t(pl.oh) * pl.ow,
+             pl.oh, pl.ow, p.oc, k0, T::kOut * ty, T::kOut, 0,
+             T::kOut * pl.tx, s);
+}
+
+void Tiles2::Input(const Plan& pl, const float* x, int64_t r, int64_t lt0,
+                   int c0, float* v, float* s) {
+  GatherInput<Tiles2>(pl, x, r, c0, s);
+  const int cols = 2 * pl.tx + 2;
   // Locals: the stores below could otherwise alias the plan.
   const int64_t ldv = pl.ldv, plane = pl.tb * pl.ldv;
   const int tx = pl.tx;
@@ -200,15 +248,10 @@ void InputRow(const Plan& pl, const float* x, int64_t r, int64_t lt0, int c0,
   }
 }
 
-// Z for tile row r, output channels [k0, k0 + kVW), into columns from zo
-// of Z (row stride ldz).
-void GradRow(const Plan& pl, const float* dy, int64_t r, int64_t lt0, int k0,
-             float* zo, int64_t ldz, float* s) {
-  const ConvParams& p = *pl.p;
-  const int n = int(r / pl.ty), ty = int(r % pl.ty);
+void Tiles2::Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
+                  int k0, float* zo, int64_t ldz, float* s) {
+  GatherGrad<Tiles2>(pl, dy, r, k0, s);
   const int cols = 2 * pl.tx;
-  GatherRows(dy + int64_t(n) * p.oc * pl.oh * pl.ow, int64_t(pl.oh) * pl.ow,
-             pl.oh, pl.ow, p.oc, k0, 2 * ty, 2, 0, cols, s);
   const Vec half = Splat(0.5f);
   const int64_t plane = pl.tb * ldz;
   const int tx = pl.tx;
@@ -242,6 +285,94 @@ void GradRow(const Plan& pl, const float* dy, int64_t r, int64_t lt0, int k0,
   }
 }
 
+// B^T d for the 6x6 tiles: rows 4 d0 - 5 d2 + d4, -4 d1 - 4 d2 + d3 + d4,
+// 4 d1 - 4 d2 - d3 + d4, -2 d1 - d2 + 2 d3 + d4, 2 d1 - d2 - 2 d3 + d4,
+// 4 d1 - 5 d3 + d5 (points 0, -1, 1, -2, 2 and infinity).
+inline void InputT6(const Vec* d, Vec* o) {
+  const Vec four = Splat(4.f), five = Splat(5.f), two = Splat(2.f);
+  const Vec t0 = d[4] - four * d[2], t1 = d[3] - four * d[1];
+  const Vec t2 = d[4] - d[2], t3 = two * (d[3] - d[1]);
+  o[0] = four * d[0] - five * d[2] + d[4];
+  o[1] = t0 + t1;
+  o[2] = t0 - t1;
+  o[3] = t2 + t3;
+  o[4] = t2 - t3;
+  o[5] = four * d[1] - five * d[3] + d[5];
+}
+
+// A g for the 4-point dy tiles: g0, g0 + g1 + g2 + g3, g0 - g1 + g2 - g3,
+// g0 + 2 g1 + 4 g2 + 8 g3, g0 - 2 g1 + 4 g2 - 8 g3, g3. The factors of G
+// (1/4, -1/6, -1/6, 1/24, 1/24, 1 per position) are left to Output.
+inline void GradT6(const Vec* g, Vec* o) {
+  const Vec two = Splat(2.f), four = Splat(4.f);
+  const Vec e = g[0] + g[2], od = g[1] + g[3];
+  const Vec e2 = g[0] + four * g[2], o2 = two * (g[1] + four * g[3]);
+  o[0] = g[0];
+  o[1] = e + od;
+  o[2] = e - od;
+  o[3] = e2 + o2;
+  o[4] = e2 - o2;
+  o[5] = g[3];
+}
+
+void Tiles4::Input(const Plan& pl, const float* x, int64_t r, int64_t lt0,
+                   int c0, float* v, float* s) {
+  GatherInput<Tiles4>(pl, x, r, c0, s);
+  const int cols = 4 * pl.tx + 2;
+  const int64_t ldv = pl.ldv, plane = pl.tb * pl.ldv;
+  const int tx = pl.tx;
+  for (int t = 0; t < tx; ++t) {
+    Vec d[6][6], u[6][6];
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) {
+      Vec col[6], o[6];
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i)
+        col[i] = Load(s + (int64_t(i) * cols + 4 * t + j) * kVW);
+      InputT6(col, o);
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) d[i][j] = o[i];
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) InputT6(d[i], u[i]);
+    float* out = v + (lt0 + t) * ldv;
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i)
+#pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j)
+        Store(out + (6 * i + j) * plane, u[i][j]);
+  }
+}
+
+void Tiles4::Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
+                  int k0, float* zo, int64_t ldz, float* s) {
+  GatherGrad<Tiles4>(pl, dy, r, k0, s);
+  const int cols = 4 * pl.tx;
+  const int64_t plane = pl.tb * ldz;
+  const int tx = pl.tx;
+  for (int t = 0; t < tx; ++t) {
+    Vec h[6][4], z[6][6];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      Vec col[4], o[6];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+        col[i] = Load(s + (int64_t(i) * cols + 4 * t + j) * kVW);
+      GradT6(col, o);
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) h[i][j] = o[i];
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) GradT6(h[i], z[i]);
+    float* out = zo + (lt0 + t) * ldz;
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i)
+#pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j)
+        Store(out + (6 * i + j) * plane, z[i][j]);
+  }
+}
+
 // m[i][0:kNR] (+)= sum_t z[t * ldz + i] * v[t * ldv + 0:kNR] for i < kMR.
 template <bool kAccumulate>
 void Panel(const float* __restrict z, int64_t ldz, const float* __restrict v,
@@ -267,62 +398,98 @@ void Panel(const float* __restrict z, int64_t ldz, const float* __restrict v,
     for (int j = 0; j < 2; ++j) Store(m + i * ldm + j * kVW, s[i][j]);
 }
 
-// dw[k][c0 .. c0 + kVW) = A^T M[.][k][c] A, for the channels below C.
-void OutputRow(const Plan& pl, int k, int c0, float* dw) {
-  const ConvParams& p = *pl.p;
+// Channel k's sums M[pos][k][c0 .. c0 + kVW) for every position, the tile
+// groups' partial sums added in group order.
+template <int kPos>
+void LoadSums(const Plan& pl, int k, int c0, Vec* m) {
   const int64_t plane = int64_t(pl.kp) * pl.cp;
   const float* src = pl.m + int64_t(k) * pl.cp + c0;
-  Vec m[4][4], r[3][4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) m[i][j] = Load(src + (4 * i + j) * plane);
-  // The tile groups' partial sums, added in group order.
+#pragma GCC unroll 36
+  for (int q = 0; q < kPos; ++q) m[q] = Load(src + q * plane);
   for (int g = 1; g < pl.groups; ++g)
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-        m[i][j] += Load(src + (kPos * g + 4 * i + j) * plane);
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    r[0][j] = m[0][j] + m[1][j] + m[2][j];
-    r[1][j] = m[1][j] - m[2][j];
-    r[2][j] = m[1][j] + m[2][j] + m[3][j];
-  }
-  float out[9][kVW];
-#pragma GCC unroll 3
-  for (int i = 0; i < 3; ++i) {
-    Store(out[3 * i], r[i][0] + r[i][1] + r[i][2]);
-    Store(out[3 * i + 1], r[i][1] - r[i][2]);
-    Store(out[3 * i + 2], r[i][1] + r[i][2] + r[i][3]);
-  }
+#pragma GCC unroll 36
+    for (int q = 0; q < kPos; ++q) m[q] += Load(src + (kPos * g + q) * plane);
+}
+
+// Writes the 3x3 results (out[3 u + v] for lanes) of channels c0.. of k.
+inline void StoreDw(const Plan& pl, int k, int c0, const Vec* out, float* dw) {
+  const ConvParams& p = *pl.p;
+  float o[9][kVW];
+  for (int e = 0; e < 9; ++e) Store(o[e], out[e]);
   const int lanes = std::min(kVW, p.c - c0);
   float* d = dw + (int64_t(k) * p.c + c0) * 9;
   for (int lane = 0; lane < lanes; ++lane)
-    for (int e = 0; e < 9; ++e) d[lane * 9 + e] = out[e][lane];
+    for (int e = 0; e < 9; ++e) d[lane * 9 + e] = o[e][lane];
 }
 
-}  // namespace
+void Tiles2::Output(const Plan& pl, int k, int c0, float* dw) {
+  Vec m[16], r[3][4], out[9];
+  LoadSums<16>(pl, k, c0, m);
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[0][j] = m[j] + m[4 + j] + m[8 + j];
+    r[1][j] = m[4 + j] - m[8 + j];
+    r[2][j] = m[4 + j] + m[8 + j] + m[12 + j];
+  }
+#pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) {
+    out[3 * i] = r[i][0] + r[i][1] + r[i][2];
+    out[3 * i + 1] = r[i][1] - r[i][2];
+    out[3 * i + 2] = r[i][1] + r[i][2] + r[i][3];
+  }
+  StoreDw(pl, k, c0, out, dw);
+}
 
-bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
-                            const ConvParams& p) {
+// G^T applied to six sums already scaled by G's row factors: m0 + m1 + m2 +
+// m3 + m4, m1 - m2 + 2 m3 - 2 m4, m1 + m2 + 4 m3 + 4 m4 + m5.
+inline void OutputT6(const Vec* m, Vec* o) {
+  const Vec two = Splat(2.f), four = Splat(4.f);
+  const Vec a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
+  o[0] = m[0] + a + c;
+  o[1] = b + two * d;
+  o[2] = a + four * c + m[5];
+}
+
+void Tiles4::Output(const Plan& pl, int k, int c0, float* dw) {
+  static constexpr float kScale[6] = {1.f / 4, -1.f / 6, -1.f / 6,
+                                      1.f / 24, 1.f / 24, 1.f};
+  Vec m[36], r[3][6], out[9];
+  LoadSums<36>(pl, k, c0, m);
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i)
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) m[6 * i + j] *= Splat(kScale[i] * kScale[j]);
+#pragma GCC unroll 6
+  for (int j = 0; j < 6; ++j) {
+    Vec col[6], o[3];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) col[i] = m[6 * i + j];
+    OutputT6(col, o);
+#pragma GCC unroll 3
+    for (int u = 0; u < 3; ++u) r[u][j] = o[u];
+  }
+#pragma GCC unroll 3
+  for (int u = 0; u < 3; ++u) OutputT6(r[u], out + 3 * u);
+  StoreDw(pl, k, c0, out, dw);
+}
+
+template <class T>
+bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
+  constexpr int kPos = T::kPos;
   Plan pl;
   pl.p = &p;
   pl.oh = p.h + p.pad_t + p.pad_b - 2;  // stride 1, no dilation
   pl.ow = p.w + p.pad_l + p.pad_r - 2;
-  pl.tx = (pl.ow + 1) / 2;
-  pl.ty = (pl.oh + 1) / 2;
+  pl.tx = (pl.ow + T::kOut - 1) / T::kOut;
+  pl.ty = (pl.oh + T::kOut - 1) / T::kOut;
   pl.cp = int(RoundUp(p.c, kNR));
   pl.kp = int(RoundUp(p.oc, kMR));
   pl.ldv = OddLines(pl.cp);
-  // Tiles per block: as many as keep the block's V and Z, all 16
-  // positions, within 128 Ki floats (512 KiB, half of this EPYC's L2), or,
-  // where M is large next to them, enough to amortise reading and writing
-  // M once per block (K C / (K + C) tiles make the two traffics equal).
-  // Measured on the ResNet-18 layers at 1 thread: 64@32 runs best near 48
-  // tiles (0.8x the time at 256), 512@4 from 128 up (0.8x the time at 32).
-  const int64_t fit = (int64_t(1) << 13) / (pl.ldv + OddLines(pl.kp));
+  // Tiles per block: as many as keep the block's V and Z, all positions,
+  // within kBlockFloats, or, where M is large next to them, enough to
+  // amortise reading and writing M once per block (K C / (K + C) tiles make
+  // the two traffics equal).
+  const int64_t fit = T::kBlockFloats / (kPos * (pl.ldv + OddLines(pl.kp)));
   const int64_t amortise = int64_t(p.c) * p.oc / (p.c + p.oc);
   const int64_t target = std::clamp<int64_t>(std::max(fit, amortise), 16, 256);
   const int64_t rows = int64_t(p.n) * pl.ty;
@@ -338,11 +505,12 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
   // its own copy of M (the copies are added in group order at the end), a
   // part a range of M's row panels (output channels), transforming the x
   // tiles of its group whole and the dy tiles for its channels. Groups cost
-  // one more pass over a copy of M (16 K C floats); parts repeat the x
-  // transform (16 C floats written per tile), so parts are taken only when
-  // there are fewer than 4 K tiles (on ResNet-18 at batch 32 or 64: the
-  // 512@4 layer). Copies of M are kept within about 64 MiB. No barrier but the one before the last sum, so a
-  // descheduled thread does not hold the others up every block.
+  // one more pass over a copy of M (kPos K C floats); parts repeat the x
+  // transform (kPos C floats written per tile), so parts are taken only
+  // when there are fewer than 4 K tiles (on ResNet-18 at batch 32 or 64:
+  // the 512@4 layer). Copies of M are kept within about 64 MiB. No barrier
+  // but the one before the last sum, so a descheduled thread does not hold
+  // the others up every block.
   const int kpanels = pl.kp / kMR;
   const int64_t msz = int64_t(kPos) * pl.kp * pl.cp;
   int parts = 1;
@@ -359,7 +527,7 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
   const int64_t ldz = OddLines(RoundUp(int64_t(part_panels) * kMR, kVW));
   // M for every group, then each thread's V, Z and gathered rows.
   const int64_t vsz = kPos * pl.tb * pl.ldv, zsz = kPos * pl.tb * ldz;
-  const int64_t gather = RoundUp(4 * (2 * pl.tx + 2) * kVW, 16);
+  const int64_t gather = RoundUp(T::kIn * (T::kOut * pl.tx + 2) * kVW, 16);
   const int64_t own = vsz + zsz + gather;
   thread_local Scratch scratch;
   float* buf = scratch.Get(size_t(pl.groups * msz + team * own));
@@ -388,9 +556,9 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t lt0 = (r - r0) * pl.tx;
         for (int ch = 0; ch < cchunks; ++ch)
-          InputRow(pl, x, r, lt0, ch * kVW, v + ch * kVW, s);
+          T::Input(pl, x, r, lt0, ch * kVW, v + ch * kVW, s);
         for (int ch = 0; ch < kchunks; ++ch)
-          GradRow(pl, dy, r, lt0, k0 + ch * kVW, z + ch * kVW, ldz, s);
+          T::Grad(pl, dy, r, lt0, k0 + ch * kVW, z + ch * kVW, ldz, s);
       }
       const int64_t tiles = (r1 - r0) * pl.tx;
       const bool first = r0 == ra;
@@ -410,9 +578,16 @@ bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
 #pragma omp barrier
 #pragma omp for schedule(static)
     for (int k = 0; k < p.oc; ++k)
-      for (int c0 = 0; c0 < p.c; c0 += kVW) OutputRow(pl, k, c0, dw);
+      for (int c0 = 0; c0 < p.c; c0 += kVW) T::Output(pl, k, c0, dw);
   }
   return true;
+}
+
+}  // namespace
+
+bool WinogradWeightGradient(const float* x, const float* dy, float* dw,
+                            const ConvParams& p, int tile) {
+  return tile == 4 ? Run<Tiles4>(x, dy, dw, p) : Run<Tiles2>(x, dy, dw, p);
 }
 
 }  // namespace SINGA_ISA_NS
