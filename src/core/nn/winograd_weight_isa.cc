@@ -315,33 +315,39 @@ inline void GradT6(const Vec* g, Vec* o) {
   o[5] = g[3];
 }
 
+// Applies f (N values to 6) down the columns, then along the rows, of the
+// N x N window at column col0 of the gathered rows s (cols wide, kVW lanes
+// per value), and stores the 36 results at out + (6 i + j) * plane.
+template <int N, class F>
+inline void Transform6(const float* s, int cols, int col0, F f, float* out,
+                       int64_t plane) {
+  Vec h[6][N], z[6][6];
+#pragma GCC unroll 6
+  for (int j = 0; j < N; ++j) {
+    Vec col[N], o[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < N; ++i)
+      col[i] = Load(s + (int64_t(i) * cols + col0 + j) * kVW);
+    f(col, o);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) h[i][j] = o[i];
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) f(h[i], z[i]);
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i)
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) Store(out + (6 * i + j) * plane, z[i][j]);
+}
+
 void Tiles4::Input(const Plan& pl, const float* x, int64_t r, int64_t lt0,
                    int c0, float* v, float* s) {
   GatherInput<Tiles4>(pl, x, r, c0, s);
   const int cols = 4 * pl.tx + 2;
   const int64_t ldv = pl.ldv, plane = pl.tb * pl.ldv;
-  const int tx = pl.tx;
-  for (int t = 0; t < tx; ++t) {
-    Vec d[6][6], u[6][6];
-#pragma GCC unroll 6
-    for (int j = 0; j < 6; ++j) {
-      Vec col[6], o[6];
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i)
-        col[i] = Load(s + (int64_t(i) * cols + 4 * t + j) * kVW);
-      InputT6(col, o);
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) d[i][j] = o[i];
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) InputT6(d[i], u[i]);
-    float* out = v + (lt0 + t) * ldv;
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i)
-#pragma GCC unroll 6
-      for (int j = 0; j < 6; ++j)
-        Store(out + (6 * i + j) * plane, u[i][j]);
-  }
+  for (int t = 0, tx = pl.tx; t < tx; ++t)
+    Transform6<6>(s, cols, 4 * t, [](const Vec* a, Vec* o) { InputT6(a, o); },
+                  v + (lt0 + t) * ldv, plane);
 }
 
 void Tiles4::Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
@@ -349,28 +355,9 @@ void Tiles4::Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
   GatherGrad<Tiles4>(pl, dy, r, k0, s);
   const int cols = 4 * pl.tx;
   const int64_t plane = pl.tb * ldz;
-  const int tx = pl.tx;
-  for (int t = 0; t < tx; ++t) {
-    Vec h[6][4], z[6][6];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      Vec col[4], o[6];
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i)
-        col[i] = Load(s + (int64_t(i) * cols + 4 * t + j) * kVW);
-      GradT6(col, o);
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) h[i][j] = o[i];
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) GradT6(h[i], z[i]);
-    float* out = zo + (lt0 + t) * ldz;
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i)
-#pragma GCC unroll 6
-      for (int j = 0; j < 6; ++j)
-        Store(out + (6 * i + j) * plane, z[i][j]);
-  }
+  for (int t = 0, tx = pl.tx; t < tx; ++t)
+    Transform6<4>(s, cols, 4 * t, [](const Vec* g, Vec* o) { GradT6(g, o); },
+                  zo + (lt0 + t) * ldz, plane);
 }
 
 // m[i][0:kNR] (+)= sum_t z[t * ldz + i] * v[t * ldv + 0:kNR] for i < kMR.
