@@ -300,9 +300,10 @@ inline void InputT6(const Vec* d, Vec* o) {
   o[5] = four * d[1] - five * d[3] + d[5];
 }
 
-// A g for the 4-point dy tiles: g0, g0 + g1 + g2 + g3, g0 - g1 + g2 - g3,
-// g0 + 2 g1 + 4 g2 + 8 g3, g0 - 2 g1 + 4 g2 - 8 g3, g3. The factors of G
-// (1/4, -1/6, -1/6, 1/24, 1/24, 1 per position) are left to Output.
+// G g for the 4-point dy tiles (winograd_weight.h's G): g0, g0 + g1 + g2 +
+// g3, g0 - g1 + g2 - g3, g0 + 2 g1 + 4 g2 + 8 g3, g0 - 2 g1 + 4 g2 - 8 g3,
+// g3. A's factors (1/4, -1/6, -1/6, 1/24, 1/24, 1 per position) are
+// applied in Output.
 inline void GradT6(const Vec* g, Vec* o) {
   const Vec two = Splat(2.f), four = Splat(4.f);
   const Vec e = g[0] + g[2], od = g[1] + g[3];
@@ -427,8 +428,9 @@ void Tiles2::Output(const Plan& pl, int k, int c0, float* dw) {
   StoreDw(pl, k, c0, out, dw);
 }
 
-// G^T applied to six sums already scaled by G's row factors: m0 + m1 + m2 +
-// m3 + m4, m1 - m2 + 2 m3 - 2 m4, m1 + m2 + 4 m3 + 4 m4 + m5.
+// A^T applied to six sums already scaled by A's factors, so with A's
+// integer part only: m0 + m1 + m2 + m3 + m4, m1 - m2 + 2 m3 - 2 m4,
+// m1 + m2 + 4 m3 + 4 m4 + m5.
 inline void OutputT6(const Vec* m, Vec* o) {
   const Vec two = Splat(2.f), four = Splat(4.f);
   const Vec a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
