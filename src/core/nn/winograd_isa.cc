@@ -79,34 +79,44 @@ int64_t USlice(int K, int C) {
 // Row block kb of U: dst[xi * slice + c * R + r] for k = kb * R + r.
 // Lanes are consecutive (c, r) pairs, which are also consecutive in U:
 // their kernels are gathered, transformed together, and each transform
-// position is stored as one vector.
+// position is stored as one vector. The taps of kPairs pairs are gathered
+// into g one by one before any vector of them is loaded back: a vector load
+// that covers several scalar stores still in flight cannot take its data
+// from them and waits until they reach the cache. Gathering one vector's
+// lanes at a time took 1.03-1.10x the time of a 512-channel 4x4 layer's
+// forward and data gradient at batch 32 (AVX2 EPYC, one thread).
 void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
                      float* dst, int64_t slice) {
+  constexpr int kPairs = 8 * kVW;
   const int pairs = C * kR;
-  for (int e0 = 0; e0 < pairs; e0 += kVW) {
-    const int lanes = std::min(kVW, pairs - e0);
-    alignas(64) float g[9][kVW];
-    for (int l = 0; l < kVW; ++l) {
-      const int c = (e0 + l) / kR, k = kb * kR + (e0 + l) % kR;
-      if (l >= lanes || k >= K) {
-        for (int e = 0; e < 9; ++e) g[e][l] = 0.f;
+  alignas(64) float g[9][kPairs];
+  for (int p0 = 0; p0 < pairs; p0 += kPairs) {
+    const int np = std::min(kPairs, pairs - p0);
+    const int padded = (np + kVW - 1) / kVW * kVW;
+    for (int p = 0; p < padded; ++p) {
+      const int c = (p0 + p) / kR, k = kb * kR + (p0 + p) % kR;
+      if (p >= np || k >= K) {
+        for (int e = 0; e < 9; ++e) g[e][p] = 0.f;
       } else if (flip) {
         const float* src = w + (int64_t(c) * K + k) * 9;
-        for (int e = 0; e < 9; ++e) g[e][l] = src[8 - e];
+        for (int e = 0; e < 9; ++e) g[e][p] = src[8 - e];
       } else {
         const float* src = w + (int64_t(k) * C + c) * 9;
-        for (int e = 0; e < 9; ++e) g[e][l] = src[e];
+        for (int e = 0; e < 9; ++e) g[e][p] = src[e];
       }
     }
-    Vec x[9], t[18], u[36];
-    for (int e = 0; e < 9; ++e) x[e] = Load(g[e]);
-    for (int jj = 0; jj < 3; ++jj) WeightTransform(x + jj, 3, t + jj, 3);
-    for (int i = 0; i < 6; ++i) WeightTransform(t + 3 * i, 1, u + 6 * i, 1);
-    if (lanes == kVW) {
-      for (int xi = 0; xi < 36; ++xi) Store(dst + xi * slice + e0, u[xi]);
-    } else {
-      for (int xi = 0; xi < 36; ++xi)
-        for (int l = 0; l < lanes; ++l) dst[xi * slice + e0 + l] = u[xi][l];
+    for (int v = 0; v < padded; v += kVW) {
+      const int e0 = p0 + v, lanes = std::min(kVW, np - v);
+      Vec x[9], t[18], u[36];
+      for (int e = 0; e < 9; ++e) x[e] = Load(&g[e][v]);
+      for (int jj = 0; jj < 3; ++jj) WeightTransform(x + jj, 3, t + jj, 3);
+      for (int i = 0; i < 6; ++i) WeightTransform(t + 3 * i, 1, u + 6 * i, 1);
+      if (lanes == kVW) {
+        for (int xi = 0; xi < 36; ++xi) Store(dst + xi * slice + e0, u[xi]);
+      } else {
+        for (int xi = 0; xi < 36; ++xi)
+          for (int l = 0; l < lanes; ++l) dst[xi * slice + e0 + l] = u[xi][l];
+      }
     }
   }
 }
