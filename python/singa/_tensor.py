@@ -312,7 +312,11 @@ class Tensor:
 
     def copy_from_numpy(self, np_array, offset=0):
         """Copies a NumPy array's elements into this tensor from offset."""
-        arr = np.asarray(np_array, dtype=_TO_NUMPY[self.dtype])
+        try:
+            arr = np.asarray(np_array, dtype=_TO_NUMPY[self.dtype])
+        except OverflowError as e:
+            raise ValueError(f"copy_from_numpy: a value does not fit this tensor's dtype "
+                             f"{dtype_name(self.dtype)}: {e}") from None
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")
         self.data.CopyDataFromHostPtr(arr, offset)
@@ -633,10 +637,14 @@ def from_numpy(np_array, dev=None):
     return _wrap(ct)
 
 
+def _check_tensor(x, where):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{where}: expected a Tensor, got {type(x).__name__}")
+
+
 def to_numpy(t):
     """A NumPy copy of t's values."""
-    if not isinstance(t, Tensor):
-        raise TypeError(f"to_numpy: expected a Tensor, got {type(t).__name__}")
+    _check_tensor(t, "to_numpy")
     arr = np.empty(t.data.shape(), dtype=_TO_NUMPY[t.data.data_type()])
     t.data.CopyDataToHostPtr(arr)
     return arr
@@ -644,6 +652,7 @@ def to_numpy(t):
 
 def to_host(t):
     """A copy of t on the CPU."""
+    _check_tensor(t, "to_host")
     return _wrap(t.data.Clone(_cw.DefaultDevice()))
 
 
@@ -661,10 +670,12 @@ def random(shape, device=None):
 
 
 def zeros_like(t):
+    _check_tensor(t, "zeros_like")
     return Tensor(t.shape, t.device, t.dtype)
 
 
 def ones_like(t):
+    _check_tensor(t, "ones_like")
     return ones(t.shape, t.device, t.dtype)
 
 
@@ -683,18 +694,22 @@ def sizeof(dtype):
 
 
 def reshape(tensor, shape):
+    _check_tensor(tensor, "reshape")
     return tensor.reshape(shape)
 
 
 def transpose(t, axes=None):
+    _check_tensor(t, "transpose")
     return t.transpose(axes)
 
 
 def contiguous(tensor):
+    _check_tensor(tensor, "contiguous")
     return tensor.contiguous()
 
 
 def broadcast_to(t, shape):
+    _check_tensor(t, "broadcast_to")
     return t.broadcast_to(shape)
 
 
@@ -702,8 +717,7 @@ def copy_data_to_from(dst, src, size=None, dst_offset=0, src_offset=0):
     """Copies size elements of src (from src_offset, row-major) into dst
     (at dst_offset); size defaults to the rest of src."""
     for t, what in ((dst, "dst"), (src, "src")):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"copy_data_to_from: {what} must be a Tensor, got {type(t).__name__}")
+        _check_tensor(t, f"copy_data_to_from ({what})")
     if size is None:
         size = src.size() - src_offset
     _cw.CopyDataToFrom(dst.data, src.data, size, src_offset, dst_offset)

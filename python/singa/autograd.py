@@ -555,6 +555,9 @@ def infer_dependency(op):
     graph that ends at op (SINGA's helper): a pair of Counters, operator ->
     number of uses of its outputs, and ``src_op.output_name(i)`` -> number
     of uses of that output."""
+    if not isinstance(op, Operator):
+        raise TypeError(f"infer_dependency: expected an Operator (a tensor's creator), got "
+                        f"{type(op).__name__}")
     op_count = collections.Counter()
     tensor_count = collections.Counter()
     if op.src is None:
@@ -592,7 +595,12 @@ def axis_helper(y_shape, x_shape):
 
 def back_broadcast(y_shape, x_shape, x):
     """The CTensor x of shape y_shape summed back to x_shape (undoing a
-    broadcast)."""
+    broadcast); a Tensor x gives a Tensor."""
+    if isinstance(x, Tensor):
+        return _wrap(back_broadcast(y_shape, x_shape, x.data))
+    if not isinstance(x, CTensor):
+        raise TypeError(f"back_broadcast: x must be a singa_wrap.Tensor or a Tensor, got "
+                        f"{type(x).__name__}")
     y_shape, x_shape = tuple(y_shape), tuple(x_shape)
     if y_shape == x_shape:
         return x

@@ -10,7 +10,7 @@ import numbers
 
 from singa import opdefs
 from singa import singa_wrap as _cw
-from singa._tensor import Tensor, _wrap, _scalar, _check_shape
+from singa._tensor import Tensor, _wrap, _scalar, _check_shape, _check_tensor
 
 __all__ = []
 
@@ -18,11 +18,6 @@ __all__ = []
 def _export(fn):
     __all__.append(fn.__name__)
     return fn
-
-
-def _check_tensor(x, where):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{where}: expected a Tensor, got {type(x).__name__}")
 
 
 def _make_unary(name, cfn, doc=""):
@@ -266,6 +261,8 @@ def matmul(A, B):
 @_export
 def axpy(alpha, x, y):
     """y += alpha * x; returns y."""
+    _check_tensor(x, "axpy")
+    _check_tensor(y, "axpy")
     _cw.Axpy(float(alpha), x.data, y.data)
     return y
 

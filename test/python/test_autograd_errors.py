@@ -53,7 +53,19 @@ BAD_CALLS = {
         np.array([-1], np.int32))), ValueError, "-1"),
     "non-tensor input": (lambda: ag.tanh([1.0, 2.0]), TypeError, "list"),
     "backward of a number": (lambda: list(ag.backward(3)), TypeError, "int"),
+    "infer_dependency of a tensor": (lambda: ag.infer_dependency(t(3)), TypeError, "Tensor"),
+    "back_broadcast of a list": (lambda: ag.back_broadcast((2, 3), (3,), [1.0]), TypeError,
+                                 "list"),
 }
+
+
+def test_back_broadcast_takes_a_tensor_too():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = ag.back_broadcast((2, 3), (1, 3), tensor.from_numpy(x))
+    assert isinstance(got, tensor.Tensor)
+    np.testing.assert_allclose(tensor.to_numpy(got), x.sum(0, keepdims=True))
+    raw = ag.back_broadcast((2, 3), (3,), tensor.from_numpy(x).data)
+    np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(raw)), x.sum(0))
 
 
 @pytest.mark.parametrize("name", sorted(BAD_CALLS))

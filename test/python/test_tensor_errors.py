@@ -131,6 +131,35 @@ def test_other_bad_input(call, exc):
         call()
 
 
+@pytest.mark.parametrize("name,args", [
+    ("reshape", ((2,),)), ("transpose", ()), ("contiguous", ()), ("broadcast_to", ((2, 3),)),
+    ("zeros_like", ()), ("ones_like", ()), ("to_host", ()), ("to_numpy", ()),
+])
+def test_module_functions_name_a_non_tensor(name, args):
+    # a list or an array where a Tensor belongs: TypeError naming the
+    # function and the type, not an AttributeError from inside it
+    for bad in ([1.0, 2.0], np.ones(2, np.float32)):
+        with pytest.raises(TypeError, match=rf"{name}: expected a Tensor, got "
+                                            rf"{type(bad).__name__}"):
+            getattr(tensor, name)(bad, *args)
+
+
+def test_axpy_and_copy_need_tensors():
+    y = t(2)
+    with pytest.raises(TypeError, match="axpy: expected a Tensor, got list"):
+        tensor.axpy(2.0, [1.0, 1.0], y)
+    with pytest.raises(TypeError, match=r"copy_data_to_from \(src\): expected a Tensor"):
+        tensor.copy_data_to_from(y, np.ones(2, np.float32))
+    np.testing.assert_array_equal(tensor.to_numpy(y), [1.0, 1.0])
+
+
+def test_copy_from_numpy_value_outside_dtype():
+    x = t(2, dtype=np.int32)
+    with pytest.raises(ValueError, match="int32"):
+        x.copy_from_numpy([2**40, 1])
+    np.testing.assert_array_equal(tensor.to_numpy(x), [1, 1])
+
+
 def test_bad_buffers_from_raw_api():
     c = singa_wrap.Tensor((4,))
     with pytest.raises(TypeError):
