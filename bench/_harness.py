@@ -157,6 +157,21 @@ def compare(sides, threads=None, rounds=3, timeout=900, progress=None):
     return out
 
 
+def ratios(a, b, metric):
+    """(paired, best) ratios of side a's metric to side b's: the median over
+    rounds of a's value over b's in the same round, and a's minimum over
+    b's. The host's speed drifts over minutes, and the runs of one round
+    are the closest in time, so the paired ratio compares the two sides
+    under the most alike conditions; the best-round ratio compares each
+    side at its quietest."""
+    pairs = [x / y for x, y in zip(a.values(metric), b.values(metric))]
+    return statistics.median(pairs), a.min(metric) / b.min(metric)
+
+
+PAIRED_NOTE = ("paired: median over rounds of the ratio within a round; best: singa's "
+               "fastest round over the other side's fastest")
+
+
 def describe(rounds, stat="median"):
     """One line saying how the figures were obtained, for a bench's output."""
     return (f"each framework ran in a process of its own, sides alternating, "

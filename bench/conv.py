@@ -327,8 +327,10 @@ def inference_table(threads, rounds, quick, out=print):
         return
     out("\nResNet-18 inference (32x32 inputs), ms per forward: median over rounds of "
         "each process's median")
-    out("(" + _harness.describe(rounds) + "; onnxruntime runs singa's ONNX export)")
-    header = f"{'batch':>5} {'thr':>3} {'singa':>9} {'onnxruntime':>12} {'ratio':>6} {'target':>6}"
+    out("(" + _harness.describe(rounds) + "; onnxruntime runs singa's ONNX export; " +
+        _harness.PAIRED_NOTE + ")")
+    header = (f"{'batch':>5} {'thr':>3} {'singa':>9} {'onnxruntime':>12} {'ratio':>6} "
+              f"{'paired':>6} {'best':>6} {'target':>6}")
     out(header)
     out("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
@@ -345,7 +347,9 @@ def inference_table(threads, rounds, quick, out=print):
                                    needs="onnxruntime")],
                     threads=n, rounds=rounds)
                 s, o = res["singa"].median("ms"), res["onnxruntime"].median("ms")
-                out(f"{batch:5d} {n:3d} {s:9.2f} {o:12.2f} {s / o:6.2f} {1.2:6.2f}")
+                paired, best = _harness.ratios(res["singa"], res["onnxruntime"], "ms")
+                out(f"{batch:5d} {n:3d} {s:9.2f} {o:12.2f} {s / o:6.2f} {paired:6.2f} "
+                    f"{best:6.2f} {1.2:6.2f}")
 
 
 # ----------------------------------------------------------------------- main

@@ -1,0 +1,28 @@
+"""The comparison statistics of bench/_harness.py."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+import _harness  # noqa: E402
+
+
+def samples(values):
+    s = _harness.Samples()
+    for v in values:
+        s.add({"ms": v})
+    return s
+
+
+def test_paired_and_best_ratios():
+    # round by round 1/4, 5/2, 9/6: median 1.5; fastest rounds 1 and 2
+    a, b = samples([1.0, 5.0, 9.0]), samples([4.0, 2.0, 6.0])
+    paired, best = _harness.ratios(a, b, "ms")
+    assert paired == pytest.approx(1.5)
+    assert best == pytest.approx(0.5)
+    # unlike the ratio of the medians, 5 / 4
+    assert a.median("ms") / b.median("ms") == pytest.approx(1.25)
+    paired, _ = _harness.ratios(samples([1.0, 10.0]), samples([2.0, 10.0]), "ms")
+    assert paired == pytest.approx(0.75)
