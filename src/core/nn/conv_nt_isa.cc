@@ -102,6 +102,10 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
 }
 
 // Prefetches part `part` of `parts` of [p, p + floats) into L2.
+// GCC counts __builtin_prefetch as free of side effects, so it may delete
+// the calls of a helper made only of prefetches when it does not inline
+// the helper first (GCC 12 at -O2 deleted those of a larger one whole):
+// after changing this, check that NtBlock's disassembly still prefetches.
 inline void PrefetchL2Part(const float* p, int64_t floats, int part,
                            int parts) {
   const int64_t lines = (floats + 15) / 16;
