@@ -94,6 +94,7 @@ TRANS = [(False, False), (False, True), (True, False), (True, True)]
     (13, 37, 5), (7, 17, 300), (25, 33, 129), (6, 16, 256), (12, 32, 512),
     (5, 9, 1100),   # more than one reduction block
     (8, 20, 33), (128, 40, 70), (14, 18, 9),   # short last row tiles shared out
+    (60, 48, 600), (256, 256, 64),   # A^T's panels packed, over several blocks
 ])
 def test_small_kernel_matches_float64(small_path, isa, ta, tb, m, n, k):
     _check(m, n, k, ta, tb, seed=m * 1000 + n + k)

@@ -50,14 +50,14 @@ namespace {
 // Where a float GEMM of this shape runs best, measured against OpenBLAS with
 // one thread on AVX2 (doc/performance.md, "Small GEMMs"). The BLAS packs
 // both operands on every call, which pays only when each packed element is
-// used many times. With op(B) = B read in place, the small kernel wins up
-// to 32 rows (64 while op(B) is at most 128K elements) or a reduction of up
-// to 64 (32 for A^T * B). A * B^T (dot-product tiles) wins up to 32 rows
-// with a reduction long enough to amortise adding up the lanes; A^T * B^T
-// stays with the BLAS. Up to 256 rows the kernel also wins while C stays
-// within 256 KiB and op(B) under 1 MiB (a batch-128 linear layer's
-// forward and weight gradient): packing both operands costs OpenBLAS more
-// there than reading B in place costs the kernel.
+// used many times. The small kernel wins up to 32 rows (64 while op(B) is
+// at most 128K elements) or a reduction of up to 64 (32 for A^T * B).
+// A * B^T (dot-product tiles) wins up to 32 rows with a reduction long
+// enough to amortise adding up the lanes; A^T * B^T stays with the BLAS.
+// Up to 256 rows the kernel also wins while C stays within 256 KiB and
+// op(B) under 1 MiB (a batch-128 linear layer's forward and weight
+// gradient): packing both operands costs OpenBLAS more there than packing
+// a panel of B, or none, costs the kernel.
 bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
   if (tb) return !ta && m <= 32 && k >= 128;
   return m <= 32 || (m <= 64 && k * n <= (int64_t(1) << 17)) || k <= (ta ? 32 : 64) ||
