@@ -445,18 +445,22 @@ static void TestDirectDx() {
   omp_set_num_threads(saved);
 }
 
-// Winograd F(4x4, 3x3) (winograd.h), forced onto every qualifying layer:
-// odd planes and planes that are not a multiple of the 4x4 tile, pads 0 to
-// 2 and asymmetric ones (and a pad of 3, whose data gradient falls back),
-// channel counts off the vector width and the 6-row register tile, several
-// panels of tiles per block, a deep reduction, weights transformed once or
-// per block, blocks split by output channels, and 1 and 2 threads.
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) (winograd.h), each forced onto
+// every qualifying layer: odd planes and planes that are not a multiple of
+// the tile, pads 0 to 2 and asymmetric ones (and a pad of 3, whose data
+// gradient falls back), channel counts off the vector width and the 6-row
+// register tile, several panels of tiles per block, a deep reduction,
+// weights transformed once or per block, blocks split by output channels,
+// and 1 and 2 threads.
 static void TestWinogradCases() {
   SetWinogradMode(WinogradMode::kForce);
   const int saved = omp_get_max_threads();
+  for (int tile : {4, 2})
   for (int t : {1, 2}) {
+    SetWinogradTile(tile);
     omp_set_num_threads(t);
-    const std::string th = " (" + std::to_string(t) + " threads)";
+    const std::string th = " (tile " + std::to_string(tile) + ", " +
+                           std::to_string(t) + " threads)";
     TestConv("wino basic" + th,
              CP(2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), true);
     TestConv("wino pad0" + th,
@@ -488,12 +492,31 @@ static void TestWinogradCases() {
              CP(4, 256, 9, 9, 250, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
+  SetWinogradTile(0);
   SetWinogradMode(WinogradMode::kAuto);
-  // The automatic choice on ResNet-like shapes (Winograd where it pays).
+  // The automatic choice on ResNet-like shapes (Winograd where it pays,
+  // 2x2 tiles on the small planes at batch 1).
   TestConv("wino auto 64@8",
            CP(4, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
   TestConv("wino auto 32@16 batch 1",
            CP(1, 32, 16, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  TestConv("wino auto 2x2 tiles 96@8 batch 1",
+           CP(1, 96, 8, 8, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+  // The rule on ResNet-18's 3x3 stride-1 layers (32x32 inputs). With
+  // AVX2's 16-tile panels: 4x4 tiles where they fill half a panel, 2x2 on
+  // the 8x8 planes at batch 1, none on 4x4 planes below batch 8 or with 3
+  // input channels. The other families' panels (8 and 32 tiles) move the
+  // thresholds.
+  auto tile = [](int n, int c, int hw) {
+    return WinogradForwardTile(CP(n, c, hw, hw, c == 3 ? 64 : c, 3, 3, 1, 1, 1,
+                                  1, 1, 1, 1, 1, 1));
+  };
+  Report(tile(32, 64, 32) == 4 && tile(1, 512, 4) == 0 && tile(32, 3, 32) == 0,
+         "winograd forward tile rule");
+  if (ActiveIsa() == Isa::kAvx2)
+    Report(tile(1, 64, 32) == 4 && tile(1, 128, 16) == 4 && tile(1, 256, 8) == 2 &&
+               tile(2, 256, 8) == 4 && tile(4, 512, 4) == 0 && tile(8, 512, 4) == 4,
+           "winograd forward tile rule (AVX2)");
 }
 
 // The kept weight transforms (winograd_cache.h): with a stamp the first

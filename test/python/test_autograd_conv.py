@@ -370,3 +370,51 @@ def test_conv2d_winograd_weight_gradient(case, threads):
         singa.set_num_threads(saved)
     np.testing.assert_allclose(tensor.to_numpy(grads[id(wt)]),
                                conv_dw_ref(x, dy, case["w"], p), rtol=1e-4, atol=1e-3)
+
+
+def conv_dx_ref(dy, w, xshape, pad):
+    """x's gradient of a stride-1 convolution, in float64: each output's
+    gradient spread back over the window it read."""
+    n, c, h, wd = xshape
+    k, _, kh, kw = w.shape
+    oh, ow = dy.shape[2:]
+    dxp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    for i in range(kh):
+        for j in range(kw):
+            dxp[:, :, i:i + oh, j:j + ow] += np.einsum(
+                "nkhw,kc->nchw", dy.astype(np.float64), w[:, :, i, j].astype(np.float64))
+    return dxp[:, :, pad:pad + h, pad:pad + wd]
+
+
+# 3x3 stride-1 layers with 8x8 outputs at batch 1: with AVX2 the forward
+# (and, with padding 1, the data gradient) take Winograd's 2x2 output tiles
+# (src/core/nn/winograd.h); the second call finds the weights' transform
+# in the cache, and a write to the weights makes it transform them again.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(1, 96, 8, 80, 1), (1, 64, 8, 48, 1), (1, 32, 10, 24, 0)],
+                         ids=str)
+def test_conv2d_small_planes_forward_and_data_gradient(shape, threads):
+    import singa
+
+    n, c, hw, k, pad = shape
+    x, w = randn(n, c, hw, hw), randn(k, c, 3, 3)
+    xt, wt = make_tensor(x), make_tensor(w)
+    xt.requires_grad = xt.stores_grad = True
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        for scale in (1.0, 1.0, -2.0):
+            if scale != 1.0:
+                wt *= scale
+                w = w * scale
+            with ag.train_mode(True):
+                y = ag.conv2d(xt, wt, padding=pad)
+                dy = randn(*y.shape)
+                grads = {id(t): g for t, g in ag.backward(y, tensor.from_numpy(dy))}
+            np.testing.assert_allclose(tensor.to_numpy(y),
+                                       conv_ref(x, w, None, (1, 1), (pad,) * 4, (1, 1), 1),
+                                       rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(tensor.to_numpy(grads[id(xt)]),
+                                       conv_dx_ref(dy, w, x.shape, pad), rtol=1e-4, atol=1e-3)
+    finally:
+        singa.set_num_threads(saved)

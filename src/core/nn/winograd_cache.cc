@@ -1,7 +1,7 @@
 // Transformed Winograd weights kept between calls (see winograd.h).
 //
 // An entry is found by where the weights are and what was made of them
-// (pointer, K, C, flip), and trusted only while the weights' block still
+// (pointer, K, C, flip, tile), and trusted only while the weights' block still
 // has the stamp it had when the entry was made: a changed stamp means the
 // block has been written since (or is another block on reused memory), and
 // the entry's buffer is transformed again in place. The buffers of entries
@@ -66,7 +66,7 @@ Cache& TheCache() {
 
 bool SameSlot(const WinoWeightKey& a, const WinoWeightKey& b) {
   return a.w == b.w && a.K == b.K && a.C == b.C && a.flip == b.flip &&
-         a.isa == b.isa;
+         a.tile == b.tile && a.isa == b.isa;
 }
 
 std::shared_ptr<float> Allocate(size_t floats) {

@@ -15,8 +15,9 @@ namespace cpu {
 // Transformed weights kept between calls (winograd_cache.cc), so that
 // inference, which calls a layer again and again with the same weights,
 // transforms them once. A buffer is reused only for the same pointer,
-// shape and direction while the weights' Block::stamp() is unchanged, i.e.
-// nothing has written the block since (ConvParams::w_stamp). Only shared
+// shape, direction and tiling while the weights' Block::stamp() is
+// unchanged, i.e. nothing has written the block since
+// (ConvParams::w_stamp). Only shared
 // transforms (at most 8 MB each, see winograd_cpp.cc) are kept, at most
 // 32 MB in all (SINGA_WINOGRAD_CACHE_MB sets the bound; 0 turns it off).
 struct WinoWeightKey {
@@ -24,7 +25,8 @@ struct WinoWeightKey {
   const float* w;
   int K, C;
   bool flip;
-  int isa;  // the family whose layout U has (static_cast of ActiveIsa())
+  int tile;  // the output tile side, 4 or 2
+  int isa;   // the family whose layout U has (static_cast of ActiveIsa())
 };
 // The transform for `key` (`floats` floats, 64-byte aligned): the kept one,
 // or a buffer that `fill` has just written; null when nothing may be kept

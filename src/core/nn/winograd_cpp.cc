@@ -37,10 +37,12 @@ WinogradMode& Mode() {
 
 int Rows() { SINGA_ISA_DISPATCH(WinoRows()); }
 int Panel() { SINGA_ISA_DISPATCH(WinoPanel()); }
-size_t WeightFloats(int K, int C) { SINGA_ISA_DISPATCH(WinoWeightFloats(K, C)); }
-void Weights(const float* w, int K, int C, bool flip, float* U, int kb0,
-             int kb1) {
-  SINGA_ISA_DISPATCH(WinoWeights(w, K, C, flip, U, kb0, kb1));
+size_t WeightFloats(int K, int C, int tile) {
+  SINGA_ISA_DISPATCH(WinoWeightFloats(K, C, tile));
+}
+void Weights(const float* w, int K, int C, bool flip, int tile, float* U,
+             int kb0, int kb1) {
+  SINGA_ISA_DISPATCH(WinoWeights(w, K, C, flip, tile, U, kb0, kb1));
 }
 size_t WorkFloats(const WinoJob& j, int64_t tiles) {
   SINGA_ISA_DISPATCH(WinoWorkFloats(j, tiles));
@@ -55,36 +57,54 @@ bool Qualifies(const ConvParams& p) {
          p.dw == 1 && p.groups == 1;
 }
 
-// Whether Winograd beats the implicit GEMM for a pass with C input and K
-// output channels over n planes of oh x ow outputs. Measured on an AVX2
-// EPYC at one thread (ResNet-18 layers at batch 1 to 32, and 3 to 64
-// channels on 16x16 and 32x32 planes): it wins by 1.5x at 8 channels and
-// 2.4-3.3x from 64 on, and loses with 3 input channels, or when the tiles
-// fill less than half a panel (a 4x4 plane at batch 4, an 8x8 plane at
-// batch 1), since every panel costs the same. Planes that fill less than
-// half of their tiles (2x2, or a single row) waste what Winograd saves.
-bool Pays(int C, int K, int n, int oh, int ow) {
-  if (Mode() == WinogradMode::kForce) return true;
-  if (Mode() == WinogradMode::kOff) return false;
-  const int64_t per_image = int64_t((oh + 3) / 4) * ((ow + 3) / 4);
-  return C >= 8 && K >= 8 && 2 * n * per_image >= Panel() &&
-         2 * int64_t(oh) * ow >= 16 * per_image;
+std::atomic<int> forced_tile{0};
+
+// The output tile side (4 or 2) for a pass with C input and K output
+// channels over n planes of oh x ow outputs, or 0 where the implicit GEMM
+// is faster. Measured on an AVX2 EPYC at one thread (ResNet-18 layers at
+// batch 1 to 32, and 3 to 64 channels on 16x16 and 32x32 planes): the 4x4
+// tiles win by 1.5x at 8 channels and 2.4-3.3x from 64 on, and lose with 3
+// input channels, or when the tiles fill less than half a panel (a 4x4
+// plane at batch 4, an 8x8 plane at batch 1), since every panel costs the
+// same; planes that fill less than half of their tiles (2x2, or a single
+// row) waste what Winograd saves. Where the 4x4 tiles do not pay, the 2x2
+// ones are taken when their panels' multiply-adds are at most half the
+// direct form's and U stays shared (see kSharedUFloats): 256 channels on
+// an 8x8 plane at batch 1 took 0.55x the time (one thread).
+int TileFor(int C, int K, int n, int oh, int ow) {
+  if (Mode() == WinogradMode::kOff) return 0;
+  const int forced = forced_tile.load(std::memory_order_relaxed);
+  if (Mode() == WinogradMode::kForce) return forced ? forced : 4;
+  if (C < 8 || K < 8) return 0;
+  const int64_t four = int64_t((oh + 3) / 4) * ((ow + 3) / 4);
+  if (2 * n * four >= Panel() && 2 * int64_t(oh) * ow >= 16 * four)
+    return forced ? forced : 4;
+  const int64_t tiles = n * int64_t((oh + 1) / 2) * ((ow + 1) / 2);
+  const int64_t lanes = (tiles + Panel() - 1) / Panel() * Panel();
+  if (2 * tiles >= Panel() && 2 * 16 * lanes <= 9 * int64_t(n) * oh * ow &&
+      16 * int64_t(K) * C <= kSharedUFloats)
+    return forced ? forced : 2;
+  return 0;
 }
 
 // Runs the job, transforming w (see WinoWeights for flip) first into a
-// shared U when that is small and the tiles are many; else each block
-// transforms the row blocks of U as it needs them, which keeps a large U
-// (36 K C floats, 38 MB for 512 channels) out of memory, and its blocks are
-// made as large as the cache allows so the transforms are repeated seldom.
+// shared U when that is small and the tiles are many, or when the weights'
+// stamp lets the cache keep U for the next call (inference calls a layer
+// again and again with the same weights); else each block transforms the
+// row blocks of U as it needs them, which keeps a large U (36 K C floats,
+// 38 MB for 512 channels) out of memory, and its blocks are made as large
+// as the cache allows so the transforms are repeated seldom.
 void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   const int R = Rows(), PW = Panel();
+  const int64_t positions = j.tile == 2 ? 16 : 36;
   const int KB = (j.K + R - 1) / R;
   const int64_t N = j.tiles();
   const int64_t macs = int64_t(j.n) * j.oh * j.ow * j.K * j.C * 9;
   const int threads = ThreadsFor(macs);
   const int64_t chans = int64_t(j.C) + int64_t(KB) * R;
   const int64_t kc = int64_t(j.K) * j.C;
-  const bool fused = 36 * kc > kSharedUFloats || kc > 4 * N * chans;
+  const bool fused =
+      positions * kc > kSharedUFloats || (kc > 4 * N * chans && w_stamp == 0);
   j.w = w;
   j.flip = flip;
   j.U = nullptr;
@@ -92,12 +112,12 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   if (!fused) {
     auto transform = [&](float* U) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-      for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, U, kb, kb + 1);
+      for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, j.tile, U, kb, kb + 1);
     };
-    const size_t floats = WeightFloats(j.K, j.C);
+    const size_t floats = WeightFloats(j.K, j.C, j.tile);
     kept = CachedWinoWeights(
-        WinoWeightKey{w_stamp, w, j.K, j.C, flip, int(ActiveIsa())}, floats,
-        transform);
+        WinoWeightKey{w_stamp, w, j.K, j.C, flip, j.tile, int(ActiveIsa())},
+        floats, transform);
     if (kept) {
       j.U = kept.get();
     } else {
@@ -108,7 +128,7 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   }
 
   int64_t per = std::max<int64_t>(
-      1, (fused ? kFusedFloats : kBlockFloats) / (36 * chans));
+      1, (fused ? kFusedFloats : kBlockFloats) / (positions * chans));
   if (threads > 1) per = std::min(per, (N + threads - 1) / threads);
   per = std::max<int64_t>(PW, (per + PW - 1) / PW * PW);
   const int64_t blocks = (N + per - 1) / per;
@@ -144,6 +164,9 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
 
 void SetWinogradMode(WinogradMode mode) { Mode() = mode; }
 WinogradMode GetWinogradMode() { return Mode(); }
+void SetWinogradTile(int tile) {
+  forced_tile.store(tile == 2 || tile == 4 ? tile : 0, std::memory_order_relaxed);
+}
 
 namespace {
 std::atomic<int> weight_tile{0};
@@ -163,12 +186,17 @@ void SetWinogradWeightTile(int tile) {
   weight_tile.store(tile == 2 || tile == 4 ? tile : 0, std::memory_order_relaxed);
 }
 
+int WinogradForwardTile(const ConvParams& p) {
+  return Qualifies(p) ? TileFor(p.c, p.oc, p.n, p.oh(), p.ow()) : 0;
+}
+
 bool WinogradForward(const float* x, const float* w, const float* b, float* y,
                      const ConvParams& p) {
   const int oh = p.oh(), ow = p.ow();
-  if (!Qualifies(p) || !Pays(p.c, p.oc, p.n, oh, ow)) return false;
+  const int tile = WinogradForwardTile(p);
+  if (!tile) return false;
   Run(WinoJob{x, p.n, p.c, p.h, p.w, p.oc, oh, ow, p.pad_t, p.pad_l, nullptr,
-              nullptr, false, b, y},
+              nullptr, false, b, y, tile},
       w, false, p.w_stamp);
   return true;
 }
@@ -177,11 +205,12 @@ bool WinogradBackwardData(const float* dy, const float* w, float* dx,
                           const ConvParams& p) {
   // dx is the stride-1 convolution of dy (oh x ow, padded by 2 - pad on each
   // side) with w flipped in both axes and its channel axes swapped.
-  if (!Qualifies(p) || std::max({p.pad_t, p.pad_l, p.pad_b, p.pad_r}) > 2 ||
-      !Pays(p.oc, p.c, p.n, p.h, p.w))
+  if (!Qualifies(p) || std::max({p.pad_t, p.pad_l, p.pad_b, p.pad_r}) > 2)
     return false;
+  const int tile = TileFor(p.oc, p.c, p.n, p.h, p.w);
+  if (!tile) return false;
   Run(WinoJob{dy, p.n, p.oc, p.oh(), p.ow(), p.c, p.h, p.w, 2 - p.pad_t,
-              2 - p.pad_l, nullptr, nullptr, false, nullptr, dx},
+              2 - p.pad_l, nullptr, nullptr, false, nullptr, dx, tile},
       w, true, p.w_stamp);
   return true;
 }

@@ -1,5 +1,7 @@
-// Winograd F(4x4, 3x3) kernels for one ISA family (see winograd.h for the
-// algorithm and the layouts, cpu_isa.h for the families).
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) kernels for one ISA family (see
+// winograd.h for the algorithm and the layouts, cpu_isa.h for the
+// families). Everything below is written once for an output tile of T x T
+// pixels from windows of (T + 2) x (T + 2) inputs; T is 4 or 2.
 //
 // The transforms of the input and output tiles run on vectors whose lanes
 // are tiles, so one panel of PW tiles is transformed with the same code as
@@ -26,19 +28,66 @@ namespace {
 constexpr int kR = 6;           // rows of U per register tile
 constexpr int kNV = 2;          // vectors per panel
 constexpr int kPW = kNV * kVW;  // tiles per panel
-// Padding between the 36 slices of V and M, so the transforms' 36 streams
-// do not all fall into the same cache sets.
+// Padding between the slices of V and M (one per transform position), so
+// the transforms' 16 or 36 streams do not all fall into the same cache sets.
 constexpr int64_t kSlicePad = 16;
 
 inline Vec Splat(float x) { return Vec{} + x; }
 
-// B^T d for six values d[0], d[s], ..., d[5 s] (Lavin's F(4, 3) points
-// 0, +-1, +-2 and infinity).
-template <typename T>
-inline void InputTransform(const T* d, int s, T* o, int os) {
-  const T d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s],
+// The transforms of one tiling, on floats or vectors alike: B^T d for a
+// window's column or row d[0], d[s], ...; A^T m for a column or row of
+// transform values; G g for three kernel taps.
+template <int T>
+struct Tiling;
+
+// F(4, 3), Lavin's points 0, +-1, +-2 and infinity.
+template <>
+struct Tiling<4> {
+  static constexpr int kA = 6;  // window side
+  template <typename V>
+  static void Input(const V* d, int s, V* o, int os);
+  template <typename V>
+  static void Output(const V* m, int s, V* o, int os);
+  template <typename V>
+  static void Weight(const V* g, int s, V* o, int os);
+};
+
+// F(2, 3), points 0, +-1 and infinity:
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+//   A^T = [1 1 1 0; 0 1 -1 -1]
+template <>
+struct Tiling<2> {
+  static constexpr int kA = 4;
+  template <typename V>
+  static void Input(const V* d, int s, V* o, int os) {
+    const V d1 = d[s], d2 = d[2 * s];
+    o[0] = d[0] - d2;
+    o[os] = d1 + d2;
+    o[2 * os] = d2 - d1;
+    o[3 * os] = d1 - d[3 * s];
+  }
+  template <typename V>
+  static void Output(const V* m, int s, V* o, int os) {
+    const V m1 = m[s], m2 = m[2 * s];
+    o[0] = (m[0] + m1) + m2;
+    o[os] = (m1 - m2) - m[3 * s];
+  }
+  template <typename V>
+  static void Weight(const V* g, int s, V* o, int os) {
+    const V g0 = g[0], g2 = g[2 * s], even = (g0 + g2) * 0.5f, half = g[s] * 0.5f;
+    o[0] = g0;
+    o[os] = even + half;
+    o[2 * os] = even - half;
+    o[3 * os] = g2;
+  }
+};
+
+template <typename V>
+void Tiling<4>::Input(const V* d, int s, V* o, int os) {
+  const V d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s],
           d5 = d[5 * s];
-  const T a = d4 - d2, b = d3 - d1;
+  const V a = d4 - d2, b = d3 - d1;
   o[0] = (d4 - 5.f * d2) + 4.f * d0;
   o[os] = (d3 + d4) - 4.f * (d1 + d2);
   o[2 * os] = (d4 - d3) + 4.f * (d1 - d2);
@@ -47,22 +96,20 @@ inline void InputTransform(const T* d, int s, T* o, int os) {
   o[5 * os] = (d5 - 5.f * d3) + 4.f * d1;
 }
 
-// A^T m: six transform values to four outputs.
-template <typename T>
-inline void OutputTransform(const T* m, int s, T* o, int os) {
-  const T m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s];
-  const T a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
+template <typename V>
+void Tiling<4>::Output(const V* m, int s, V* o, int os) {
+  const V m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s];
+  const V a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
   o[0] = m[0] + a + c;
   o[os] = b + 2.f * e;
   o[2 * os] = a + 4.f * c;
   o[3 * os] = (b + 8.f * e) + m[5 * s];
 }
 
-// G g: three kernel taps to six transform values.
-template <typename T>
-inline void WeightTransform(const T* g, int s, T* o, int os) {
-  const T g0 = g[0], g1 = g[s], g2 = g[2 * s];
-  const T even = g0 + g2, outer = g0 * (1.f / 24.f) + g2 * (1.f / 6.f);
+template <typename V>
+void Tiling<4>::Weight(const V* g, int s, V* o, int os) {
+  const V g0 = g[0], g1 = g[s], g2 = g[2 * s];
+  const V even = g0 + g2, outer = g0 * (1.f / 24.f) + g2 * (1.f / 6.f);
   o[0] = g0 * 0.25f;
   o[os] = (even + g1) * (-1.f / 6.f);
   o[2 * os] = (even - g1) * (-1.f / 6.f);
@@ -76,7 +123,8 @@ int64_t USlice(int K, int C) {
   return int64_t((K + kR - 1) / kR) * C * kR + kSlicePad;
 }
 
-// Row block kb of U: dst[xi * slice + c * R + r] for k = kb * R + r.
+// Row block kb of U: dst[xi * slice + c * R + r] for k = kb * R + r and
+// each of the A * A transform positions xi.
 // Lanes are consecutive (c, r) pairs, which are also consecutive in U:
 // their kernels are gathered, transformed together, and each transform
 // position is stored as one vector. The taps of kPairs pairs are gathered
@@ -85,8 +133,11 @@ int64_t USlice(int K, int C) {
 // from them and waits until they reach the cache. Gathering one vector's
 // lanes at a time took 1.03-1.10x the time of a 512-channel 4x4 layer's
 // forward and data gradient at batch 32 (AVX2 EPYC, one thread).
+template <int T>
 void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
                      float* dst, int64_t slice) {
+  using Tl = Tiling<T>;
+  constexpr int A = Tl::kA, AA = A * A;
   constexpr int kPairs = 8 * kVW;
   const int pairs = C * kR;
   alignas(64) float g[9][kPairs];
@@ -107,14 +158,14 @@ void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
     }
     for (int v = 0; v < padded; v += kVW) {
       const int e0 = p0 + v, lanes = std::min(kVW, np - v);
-      Vec x[9], t[18], u[36];
+      Vec x[9], t[3 * A], u[AA];
       for (int e = 0; e < 9; ++e) x[e] = Load(&g[e][v]);
-      for (int jj = 0; jj < 3; ++jj) WeightTransform(x + jj, 3, t + jj, 3);
-      for (int i = 0; i < 6; ++i) WeightTransform(t + 3 * i, 1, u + 6 * i, 1);
+      for (int jj = 0; jj < 3; ++jj) Tl::Weight(x + jj, 3, t + jj, 3);
+      for (int i = 0; i < A; ++i) Tl::Weight(t + 3 * i, 1, u + A * i, 1);
       if (lanes == kVW) {
-        for (int xi = 0; xi < 36; ++xi) Store(dst + xi * slice + e0, u[xi]);
+        for (int xi = 0; xi < AA; ++xi) Store(dst + xi * slice + e0, u[xi]);
       } else {
-        for (int xi = 0; xi < 36; ++xi)
+        for (int xi = 0; xi < AA; ++xi)
           for (int l = 0; l < lanes; ++l) dst[xi * slice + e0 + l] = u[xi][l];
       }
     }
@@ -127,17 +178,19 @@ struct Sizes {
   int64_t mfloats;
 };
 
+template <int T>
 Sizes SizesFor(const WinoJob& j, int64_t tiles) {
+  constexpr int AA = Tiling<T>::kA * Tiling<T>::kA;
   Sizes s;
   s.KB = (j.K + kR - 1) / kR;
   s.Kp = s.KB * kR;
   s.P = int((tiles + kPW - 1) / kPW);
   s.vslice = int64_t(s.P) * j.C * kPW + kSlicePad;
-  s.mfloats = int64_t(s.P) * s.Kp * 36 * kPW;
+  s.mfloats = int64_t(s.P) * s.Kp * AA * kPW;
   return s;
 }
 
-// Lane l of the vectors: the 6x6 window of tile t0 + l, channel c.
+// Lane l of the vectors: the A x A window of tile t0 + l, channel c.
 struct TileOrigin {
   int64_t img;  // offset of the tile's image in src
   int y0, x0;   // window origin in the plane (may be negative)
@@ -145,33 +198,34 @@ struct TileOrigin {
   int rows, cols;  // output rows and columns of the tile inside the plane
 };
 
-__attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org, int lanes, int c,
-            float (*d)[kPW]) {
+template <int A>
+__attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org,
+                                      int lanes, int c, float (*d)[kPW]) {
   const int64_t plane = int64_t(j.sh) * j.sw;
   for (int l = 0; l < lanes; ++l) {
     const TileOrigin& o = org[l];
     const float* s = j.src + o.img + c * plane;
-    if (o.y0 >= 0 && o.x0 >= 0 && o.y0 + 6 <= j.sh && o.x0 + 6 <= j.sw) {
+    if (o.y0 >= 0 && o.x0 >= 0 && o.y0 + A <= j.sh && o.x0 + A <= j.sw) {
       const float* row = s + int64_t(o.y0) * j.sw + o.x0;
-      for (int i = 0; i < 6; ++i, row += j.sw)
-        for (int jj = 0; jj < 6; ++jj) d[i * 6 + jj][l] = row[jj];
+      for (int i = 0; i < A; ++i, row += j.sw)
+        for (int jj = 0; jj < A; ++jj) d[i * A + jj][l] = row[jj];
       continue;
     }
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < A; ++i) {
       const int y = o.y0 + i;
       if (y < 0 || y >= j.sh) {
-        for (int jj = 0; jj < 6; ++jj) d[i * 6 + jj][l] = 0.f;
+        for (int jj = 0; jj < A; ++jj) d[i * A + jj][l] = 0.f;
         continue;
       }
       const float* row = s + int64_t(y) * j.sw;
-      for (int jj = 0; jj < 6; ++jj) {
+      for (int jj = 0; jj < A; ++jj) {
         const int x = o.x0 + jj;
-        d[i * 6 + jj][l] = x >= 0 && x < j.sw ? row[x] : 0.f;
+        d[i * A + jj][l] = x >= 0 && x < j.sw ? row[x] : 0.f;
       }
     }
   }
   for (int l = lanes; l < kPW; ++l)
-    for (int e = 0; e < 36; ++e) d[e][l] = 0.f;
+    for (int e = 0; e < A * A; ++e) d[e][l] = 0.f;
 }
 
 // Channels summed in registers before the partial sum joins M: summing in
@@ -205,55 +259,39 @@ __attribute__((noinline)) void Product(const float* u, const float* v, int C,
   }
 }
 
-}  // namespace
-
-int WinoRows() { return kR; }
-int WinoPanel() { return kPW; }
-
-size_t WinoWeightFloats(int K, int C) { return size_t(36 * USlice(K, C)); }
-
-void WinoWeights(const float* w, int K, int C, bool flip, float* U, int kb0,
-                 int kb1) {
-  for (int kb = kb0; kb < kb1; ++kb)
-    RowBlockWeights(w, K, C, flip, kb, U + int64_t(kb) * C * kR, USlice(K, C));
-}
-
-size_t WinoWorkFloats(const WinoJob& j, int64_t tiles) {
-  const Sizes s = SizesFor(j, tiles);
-  const size_t origins =
-      (sizeof(TileOrigin) * s.P * kPW + sizeof(float) - 1) / sizeof(float);
-  const size_t ublock = j.U ? 0 : size_t(36) * (int64_t(j.C) * kR + kSlicePad);
-  return size_t(36 * s.vslice + s.mfloats) + ublock + origins + 16;
-}
-
-void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
-               float* work) {
-  const Sizes s = SizesFor(j, t1 - t0);
+// y = A^T [U V] A for tiles [t0, t1) and row blocks [kb0, kb1) of U, in
+// one tiling (see WinoBlock).
+template <int T>
+void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
+           float* work) {
+  using Tl = Tiling<T>;
+  constexpr int A = Tl::kA, AA = A * A;
+  const Sizes s = SizesFor<T>(j, t1 - t0);
   const int C = j.C, K = j.K, th = j.th(), tw = j.tw();
   float* V = work;
-  float* M = V + 36 * s.vslice;
+  float* M = V + AA * s.vslice;
   float* ublock = M + s.mfloats;
   TileOrigin* org = reinterpret_cast<TileOrigin*>(
-      ublock + (j.U ? 0 : 36 * (int64_t(C) * kR + kSlicePad)));
+      ublock + (j.U ? 0 : AA * (int64_t(C) * kR + kSlicePad)));
   const int64_t plane = int64_t(j.sh) * j.sw, oplane = int64_t(j.oh) * j.ow;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / (int64_t(th) * tw);
     const int ty = int(t / tw % th), tx = int(t % tw);
     TileOrigin& o = org[t - t0];
     o.img = b * C * plane;
-    o.y0 = 4 * ty - j.pad_t;
-    o.x0 = 4 * tx - j.pad_l;
-    o.out = b * K * oplane + int64_t(4 * ty) * j.ow + 4 * tx;
-    o.rows = std::min(4, j.oh - 4 * ty);
-    o.cols = std::min(4, j.ow - 4 * tx);
+    o.y0 = T * ty - j.pad_t;
+    o.x0 = T * tx - j.pad_l;
+    o.out = b * K * oplane + int64_t(T * ty) * j.ow + T * tx;
+    o.rows = std::min(T, j.oh - T * ty);
+    o.cols = std::min(T, j.ow - T * tx);
   }
 
   // V = B^T d B for every channel and tile.
-  alignas(64) float d[36][kPW];
+  alignas(64) float d[AA][kPW];
   for (int p = 0; p < s.P; ++p) {
     const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
     for (int c = 0; c < C; ++c) {
-      Gather(j, org + p * kPW, lanes, c, d);
+      Gather<A>(j, org + p * kPW, lanes, c, d);
       float* v = V + (int64_t(p) * C + c) * kPW;
       for (int q = 0; q < kNV; ++q) {
         // d, V and M are 64-byte aligned with rows of whole vectors, so
@@ -261,11 +299,9 @@ void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
         const Vec* dv = reinterpret_cast<const Vec*>(&d[0][0]) + q;
         Vec* vv = reinterpret_cast<Vec*>(v) + q;
         const int vs = int(s.vslice / kVW);
-        Vec y[36];
-        for (int jj = 0; jj < 6; ++jj)
-          InputTransform(dv + jj * kNV, 6 * kNV, y + jj, 6);
-        for (int i = 0; i < 6; ++i)
-          InputTransform(y + 6 * i, 1, vv + 6 * i * vs, vs);
+        Vec y[AA];
+        for (int jj = 0; jj < A; ++jj) Tl::Input(dv + jj * kNV, A * kNV, y + jj, A);
+        for (int i = 0; i < A; ++i) Tl::Input(y + A * i, 1, vv + A * i * vs, vs);
       }
     }
   }
@@ -276,50 +312,89 @@ void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
   auto product = [&](int xi, int kb, const float* u) {
     for (int p = 0; p < s.P; ++p)
       Product(u, V + xi * s.vslice + int64_t(p) * C * kPW, C,
-              M + ((int64_t(kb) * kR * s.P + p) * 36 + xi) * kPW,
-              int64_t(s.P) * 36 * kPW);
+              M + ((int64_t(kb) * kR * s.P + p) * AA + xi) * kPW,
+              int64_t(s.P) * AA * kPW);
   };
   if (j.U) {
     const int64_t uslice = USlice(K, C);
-    for (int xi = 0; xi < 36; ++xi)
+    for (int xi = 0; xi < AA; ++xi)
       for (int kb = kb0; kb < kb1; ++kb)
         product(xi, kb, j.U + xi * uslice + int64_t(kb) * C * kR);
   } else {
     const int64_t uslice = int64_t(C) * kR + kSlicePad;
     for (int kb = kb0; kb < kb1; ++kb) {
-      RowBlockWeights(j.w, K, C, j.flip, kb, ublock, uslice);
-      for (int xi = 0; xi < 36; ++xi) product(xi, kb, ublock + xi * uslice);
+      RowBlockWeights<T>(j.w, K, C, j.flip, kb, ublock, uslice);
+      for (int xi = 0; xi < AA; ++xi) product(xi, kb, ublock + xi * uslice);
     }
   }
 
   // y = A^T M A + bias, scattered to the tiles' pixels.
-  alignas(64) float out[16][kPW];
+  alignas(64) float out[T * T][kPW];
   for (int k = kb0 * kR; k < std::min(K, kb1 * kR); ++k) {
     const float bias = j.bias ? j.bias[k] : 0.f;
     for (int p = 0; p < s.P; ++p) {
-      const float* m = M + (int64_t(k) * s.P + p) * 36 * kPW;
+      const float* m = M + (int64_t(k) * s.P + p) * AA * kPW;
       for (int q = 0; q < kNV; ++q) {
         const Vec* mv = reinterpret_cast<const Vec*>(m) + q;
-        Vec x[16], y[24];
-        for (int jj = 0; jj < 6; ++jj)
-          OutputTransform(mv + jj * kNV, 6 * kNV, y + jj, 6);
-        for (int i = 0; i < 4; ++i) OutputTransform(y + 6 * i, 1, x + 4 * i, 1);
-        for (int e = 0; e < 16; ++e) Store(&out[e][q * kVW], x[e] + bias);
+        Vec x[T * T], y[T * A];
+        for (int jj = 0; jj < A; ++jj) Tl::Output(mv + jj * kNV, A * kNV, y + jj, A);
+        for (int i = 0; i < T; ++i) Tl::Output(y + A * i, 1, x + T * i, 1);
+        for (int e = 0; e < T * T; ++e) Store(&out[e][q * kVW], x[e] + bias);
       }
       const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
       for (int l = 0; l < lanes; ++l) {
         const TileOrigin& o = org[p * kPW + l];
         float* dst = j.dst + o.out + k * oplane;
-        if (o.rows == 4 && o.cols == 4) {
-          for (int i = 0; i < 4; ++i, dst += j.ow)
-            for (int jj = 0; jj < 4; ++jj) dst[jj] = out[i * 4 + jj][l];
+        if (o.rows == T && o.cols == T) {
+          for (int i = 0; i < T; ++i, dst += j.ow)
+            for (int jj = 0; jj < T; ++jj) dst[jj] = out[i * T + jj][l];
           continue;
         }
         for (int i = 0; i < o.rows; ++i, dst += j.ow)
-          for (int jj = 0; jj < o.cols; ++jj) dst[jj] = out[i * 4 + jj][l];
+          for (int jj = 0; jj < o.cols; ++jj) dst[jj] = out[i * T + jj][l];
       }
     }
   }
+}
+
+// Transform positions of a tiling: 36 for 4x4 tiles, 16 for 2x2.
+inline int Positions(int tile) { return tile == 2 ? 16 : 36; }
+
+}  // namespace
+
+int WinoRows() { return kR; }
+int WinoPanel() { return kPW; }
+
+size_t WinoWeightFloats(int K, int C, int tile) {
+  return size_t(Positions(tile) * USlice(K, C));
+}
+
+void WinoWeights(const float* w, int K, int C, bool flip, int tile, float* U,
+                 int kb0, int kb1) {
+  for (int kb = kb0; kb < kb1; ++kb) {
+    float* dst = U + int64_t(kb) * C * kR;
+    if (tile == 2)
+      RowBlockWeights<2>(w, K, C, flip, kb, dst, USlice(K, C));
+    else
+      RowBlockWeights<4>(w, K, C, flip, kb, dst, USlice(K, C));
+  }
+}
+
+size_t WinoWorkFloats(const WinoJob& j, int64_t tiles) {
+  const int AA = Positions(j.tile);
+  const Sizes s = j.tile == 2 ? SizesFor<2>(j, tiles) : SizesFor<4>(j, tiles);
+  const size_t origins =
+      (sizeof(TileOrigin) * s.P * kPW + sizeof(float) - 1) / sizeof(float);
+  const size_t ublock = j.U ? 0 : size_t(AA) * (int64_t(j.C) * kR + kSlicePad);
+  return size_t(AA * s.vslice + s.mfloats) + ublock + origins + 16;
+}
+
+void WinoBlock(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
+               float* work) {
+  if (j.tile == 2)
+    Block<2>(j, t0, t1, kb0, kb1, work);
+  else
+    Block<4>(j, t0, t1, kb0, kb1, work);
 }
 
 }  // namespace SINGA_ISA_NS
