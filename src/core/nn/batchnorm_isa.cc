@@ -155,11 +155,16 @@ class BlockSums {
 };
 
 // y = (x - m) * a + b over one segment. Centring first keeps precision when
-// |mean| is large compared with the spread of x.
+// |mean| is large compared with the spread of x. Written with whole vectors
+// and a scalar tail: the same loop under `omp simd` took 1.1-1.15x the
+// time of the forward pass on 8x8 and 16x16 planes (segments of 64 and
+// 256 floats; AVX2 EPYC, one thread, paired in one process).
 inline void NormalizeSegment(const float* x, float* y, int len, float m,
                              float a, float b) {
-#pragma omp simd
-  for (int j = 0; j < len; ++j) y[j] = (x[j] - m) * a + b;
+  const Vec vm = Vec{} + m, va = Vec{} + a, vb = Vec{} + b;
+  int j = 0;
+  for (; j + kVW <= len; j += kVW) Store(y + j, (Load(x + j) - vm) * va + vb);
+  for (; j < len; ++j) y[j] = (x[j] - m) * a + b;
 }
 
 }  // namespace
