@@ -703,6 +703,22 @@ static void TestConvAll() {
            CP(2, 2, 3, 4, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), true);
   TestConv("conv 1-D", CP(3, 2, 1, 17, 4, 1, 3, 1, 2, 0, 1, 0, 1, 1, 2, 1),
            true);
+  // Data gradients of many channels on few pixels run as a forward pass of
+  // dy with the flipped, channel-swapped kernel (conv_cpp.cc,
+  // DataAsForward): 3x3 and 5x5, symmetric and uneven pads, 1 and 2
+  // threads.
+  for (int t : {1, 2}) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    TestConv("conv dx as forward 3x3" + th,
+             CP(1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("conv dx as forward uneven pads" + th,
+             CP(2, 64, 5, 6, 80, 3, 3, 1, 1, 0, 1, 2, 1, 1, 1, 1), false);
+    TestConv("conv dx as forward 5x5" + th,
+             CP(1, 70, 6, 5, 72, 5, 5, 1, 1, 2, 1, 4, 3, 1, 1, 1), false);
+    omp_set_num_threads(saved);
+  }
   // Large enough per image that the batch is split into chunks of several
   // images plus a one-image remainder.
   TestConv("conv chunked",

@@ -115,7 +115,11 @@ SINGA_ISA_DECLARE(
     // c[m][k] for k in [k0, k1): (accumulate ? c + : ) the sum over the
     // reduction columns [q0, q1).
     void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
-                 float* c, int64_t ldc, bool accumulate, float* work);)
+                 float* c, int64_t ldc, bool accumulate, float* work);
+    // dst[c * rows + r] = src[r * cols + c] (the drivers' rearranged
+    // weights), in 8 x 8 register blocks, over the threads when large.
+    void TransposeFloats(const float* src, int64_t rows, int64_t cols,
+                         float* dst);)
 
 }  // namespace cpu
 }  // namespace singa

@@ -19,6 +19,7 @@
 #include "conv_engine.h"
 #include "conv_pack.h"
 #include "isa_vec.h"
+#include "transpose8.h"
 
 #ifndef SINGA_ISA_NS
 #error "conv_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
@@ -348,6 +349,26 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
   }
   // Orders WriteWithGaps' streaming stores before whatever reads dx next.
   if (job.gap_w > 0) StreamFence();
+}
+
+void TransposeFloats(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t kTile = 32;
+  const int64_t rt = (rows + kTile - 1) / kTile, ct = (cols + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (rows * cols >= (int64_t(1) << 18))
+  for (int64_t t = 0; t < rt * ct; ++t) {
+    const int64_t r0 = t / ct * kTile, c0 = t % ct * kTile;
+    const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) {
+      int64_t c = c0;
+      for (; c + 8 <= c1; c += 8)
+        Transpose8x8(src + r * cols + c, cols, dst + c * rows + r, rows);
+      for (; c < c1; ++c)
+        for (int64_t i = r; i < r + 8; ++i) dst[c * rows + i] = src[i * cols + c];
+    }
+    for (; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+  }
 }
 
 }  // namespace SINGA_ISA_NS
