@@ -35,7 +35,8 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 pids=()
 for f in "${families[@]}"; do
-  for src in "$root"/src/core/nn/*_isa.cc "$root"/src/core/tensor/fma_probe_isa.cc; do
+  for src in "$root"/src/core/nn/*_isa.cc "$root"/src/core/tensor/fma_probe_isa.cc \
+             "$root"/src/core/tensor/gemm_small_isa.cc; do
     # shellcheck disable=SC2086
     "$cxx" "${common[@]}" "${fast[@]}" ${flags[$f]} -DSINGA_ISA_NS="isa_$f" \
       -DSINGA_ISA_LEVEL="${level[$f]}" -c "$src" \

@@ -717,6 +717,17 @@ static void TestConvAll() {
              CP(2, 64, 5, 6, 80, 3, 3, 1, 1, 0, 1, 2, 1, 1, 1, 1), false);
     TestConv("conv dx as forward 5x5" + th,
              CP(1, 70, 6, 5, 72, 5, 5, 1, 1, 2, 1, 4, 3, 1, 1, 1), false);
+    // Weight gradients over at most 64 output pixels of the batch take one
+    // small GEMM (BackwardWeightFewPixels), split by column panels (many
+    // taps) or by rows (few): stride 2 with padding, dilation, 1x1.
+    TestConv("conv dw few pixels stride2" + th,
+             CP(1, 64, 8, 8, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("conv dw few pixels rows" + th,
+             CP(2, 2, 6, 7, 40, 2, 2, 2, 2, 0, 1, 0, 0, 1, 1, 1), true);
+    TestConv("conv dw few pixels dilated" + th,
+             CP(3, 5, 7, 6, 9, 3, 2, 1, 2, 1, 0, 2, 1, 2, 2, 1), true);
+    TestConv("conv dw few pixels 1x1" + th,
+             CP(1, 40, 4, 4, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
     omp_set_num_threads(saved);
   }
   // Large enough per image that the batch is split into chunks of several

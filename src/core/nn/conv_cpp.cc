@@ -39,6 +39,7 @@
 #include "conv_engine.h"
 #include "conv_shift.h"
 #include "conv_threads.h"
+#include "../tensor/gemm_small.h"
 #include "winograd.h"
 #include "winograd_weight.h"
 
@@ -706,11 +707,79 @@ void Conv2dBackwardData(const float* dy, const float* w, float* dx,
   }
 }
 
+namespace {
+
+// Output pixels of the whole batch up to which the weight gradient is a
+// product with a short reduction: the lane-wise dot products of the NT
+// kernels need long rows to pay for adding up their lanes, and ran at
+// 7-15% of the FMA peak on 16 pixels (a 4x4 output at batch 1).
+constexpr int64_t kFewPixels = 64;
+
+void SmallGemmOn(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c, int64_t ldc) {
+  SINGA_ISA_DISPATCH(SmallGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+int SmallGemmCols() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
+
+// dw = dy * windows^T with the R = n * oh * ow pixels as the reduction:
+// dy copied to [oc][R], the windows of x to [R][c * kh * kw] (zero in the
+// padding), and one small GEMM, its rows or column panels split over the
+// threads.
+void BackwardWeightFewPixels(const float* x, const float* dy, float* dw,
+                             const ConvParams& p) {
+  const int oh = p.oh(), ow = p.ow();
+  const int64_t P = int64_t(oh) * ow, R = p.n * P;
+  const int kk = p.kh * p.kw, K = p.c * kk;
+  float* a = ThreadWork(size_t(p.oc) * R + size_t(R) * K, 1);
+  float* b = a + int64_t(p.oc) * R;
+  for (int img = 0; img < p.n; ++img)
+    for (int m = 0; m < p.oc; ++m)
+      std::copy(dy + (int64_t(img) * p.oc + m) * P, dy + (int64_t(img) * p.oc + m + 1) * P,
+                a + m * R + img * P);
+  for (int64_t r = 0; r < R; ++r) {
+    const int img = int(r / P), oy = int(r % P / ow), ox = int(r % ow);
+    float* row = b + r * K;
+    for (int c = 0; c < p.c; ++c) {
+      const float* plane = x + (int64_t(img) * p.c + c) * p.h * p.w;
+      for (int ki = 0; ki < p.kh; ++ki) {
+        const int iy = oy * p.sh - p.pad_t + ki * p.dh;
+        for (int kj = 0; kj < p.kw; ++kj) {
+          const int ix = ox * p.sw - p.pad_l + kj * p.dw;
+          *row++ = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w
+                       ? plane[int64_t(iy) * p.w + ix]
+                       : 0.f;
+        }
+      }
+    }
+  }
+  const int threads = ThreadsFor(int64_t(p.oc) * K * R);
+  const int64_t panel = SmallGemmCols(), panels = CeilDiv(K, panel);
+  const bool by_cols = panels >= 2 * threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int t = 0; t < threads; ++t) {
+    if (by_cols) {
+      const int64_t q0 = std::min<int64_t>(K, panels * t / threads * panel);
+      const int64_t q1 = std::min<int64_t>(K, panels * (t + 1) / threads * panel);
+      if (q1 > q0)
+        SmallGemmOn(false, false, p.oc, q1 - q0, R, 1.f, a, R, b + q0, K, 0.f, dw + q0, K);
+    } else {
+      const int64_t m0 = int64_t(p.oc) * t / threads, m1 = int64_t(p.oc) * (t + 1) / threads;
+      if (m1 > m0)
+        SmallGemmOn(false, false, m1 - m0, K, R, 1.f, a + m0 * R, R, b, K, 0.f, dw + m0 * K, K);
+    }
+  }
+}
+
+}  // namespace
+
 void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
                           const ConvParams& p) {
   p.Validate();
   if (WinogradWeightEligible(p) && RunWinogradWeight(x, dy, dw, p)) return;
   if (ShiftBackwardWeight(x, dy, dw, p)) return;
+  if (p.groups == 1 && int64_t(p.n) * p.oh() * p.ow() <= kFewPixels)
+    return BackwardWeightFewPixels(x, dy, dw, p);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow;
   const int mg = p.oc / p.groups;

@@ -10,6 +10,7 @@
 
 #include "singa/core/blas.h"
 #include "singa/core/cpu_isa.h"
+#include "gemm_small.h"
 #include "tensor_math.h"
 
 #ifdef _OPENMP
@@ -39,11 +40,7 @@ SINGA_ISA_DECLARE(
                    const T* x, int32_t* y);
     template <typename T>
     void Softmax(bool log, int64_t outer, int64_t n, int64_t inner,
-                 const T* x, T* y);
-    int SmallGemmPanel();
-    void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float beta, float* c, int64_t ldc);)
+                 const T* x, T* y);)
 
 namespace {
 
