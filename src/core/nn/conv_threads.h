@@ -33,9 +33,10 @@ inline int ThreadsFor(int64_t macs) {
 // Per-thread scratch, kept between calls so a training loop does not pay for
 // fresh pages on every step; 64-byte aligned. Slot 0 is the kernels' working
 // space, slot 1 holds rearranged or transformed weights for the call. The
-// drivers never nest, so they share the two slots.
+// drivers never nest, except that the few-pixel gradients (conv_few_cpp.cc)
+// call the forward pass: they keep their operands in slot 2.
 inline float* ThreadWork(size_t floats, int slot = 0) {
-  thread_local std::vector<float> bufs[2];
+  thread_local std::vector<float> bufs[3];
   std::vector<float>& buf = bufs[slot];
   if (buf.size() < floats + 16) buf.resize(floats + 16);
   const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
