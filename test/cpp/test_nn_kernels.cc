@@ -704,9 +704,8 @@ static void TestConvAll() {
   TestConv("conv 1-D", CP(3, 2, 1, 17, 4, 1, 3, 1, 2, 0, 1, 0, 1, 1, 2, 1),
            true);
   // Data gradients of many channels on few pixels run as a forward pass of
-  // dy with the flipped, channel-swapped kernel (conv_cpp.cc,
-  // DataAsForward): 3x3 and 5x5, symmetric and uneven pads, 1 and 2
-  // threads.
+  // dy with the flipped, channel-swapped kernel (conv_few.h): 3x3 and 5x5,
+  // symmetric and uneven pads, 1 and 2 threads.
   for (int t : {1, 2}) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(t);
@@ -718,8 +717,8 @@ static void TestConvAll() {
     TestConv("conv dx as forward 5x5" + th,
              CP(1, 70, 6, 5, 72, 5, 5, 1, 1, 2, 1, 4, 3, 1, 1, 1), false);
     // Weight gradients over at most 64 output pixels of the batch take one
-    // small GEMM (BackwardWeightFewPixels), split by column panels (many
-    // taps) or by rows (few): stride 2 with padding, dilation, 1x1.
+    // small GEMM (conv_few.h), split by column panels (many taps) or by
+    // rows (few): stride 2 with padding, dilation, 1x1.
     TestConv("conv dw few pixels stride2" + th,
              CP(1, 64, 8, 8, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
     TestConv("conv dw few pixels rows" + th,

@@ -390,7 +390,7 @@ def conv_dx_ref(dy, w, xshape, pad):
 # (and, with padding 1, the data gradient) take Winograd's 2x2 output tiles
 # (src/core/nn/winograd.h); the second call finds the weights' transform
 # in the cache, and a write to the weights makes it transform them again.
-# On a 4x4 plane the data gradient runs as a forward pass (conv_cpp.cc).
+# On a 4x4 plane the data gradient runs as a forward pass (conv_few.h).
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(1, 96, 8, 80, 1), (1, 64, 8, 48, 1), (1, 32, 10, 24, 0),
                                    (1, 64, 4, 72, 1)], ids=str)
