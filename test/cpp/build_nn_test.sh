@@ -52,6 +52,9 @@ done
 "$cxx" "${common[@]}" "${defs[@]}" -c "$root/src/core/tensor/isa_choice.cc" \
   -o "$obj/isa_choice.o" &
 pids+=($!)
+"$cxx" "${common[@]}" "${defs[@]}" -c "$root/src/core/tensor/gemm_small_cpp.cc" \
+  -o "$obj/gemm_small_cpp.o" &
+pids+=($!)
 "$cxx" "${common[@]}" "${defs[@]}" -c "$root/test/cpp/test_nn_kernels.cc" \
   -o "$obj/test_nn_kernels.o" &
 pids+=($!)

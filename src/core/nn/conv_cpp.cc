@@ -372,12 +372,7 @@ void BackwardDataDirect(const float* dy, const float* w, float* dx,
                         const ConvParams& p) {
   const int kk = p.kh * p.kw;
   float* wf = ThreadWork(size_t(p.c) * p.oc * kk, 1);
-  for (int c = 0; c < p.c; ++c)
-    for (int m = 0; m < p.oc; ++m) {
-      const float* src = w + (int64_t(m) * p.c + c) * kk;
-      float* dst = wf + (int64_t(c) * p.oc + m) * kk;
-      for (int t = 0; t < kk; ++t) dst[t] = src[kk - 1 - t];
-    }
+  FlipSwapKernels(w, p.oc, p.c, kk, wf);
   const DirectDxJob job{dy,   wf,   dx,     p.n,    p.c,  p.h,
                         p.w,  p.oc, p.oh(), p.ow(), p.kh, p.kw,
                         p.pad_t, p.pad_l, p.pad_r};

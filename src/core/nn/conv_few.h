@@ -10,6 +10,11 @@
 namespace singa {
 namespace cpu {
 
+// wf[c][m][t] = w[m][c][kk - 1 - t]: each kernel of w [oc][c][kk] flipped
+// in both axes, with the channel axes swapped (the kernel a data gradient
+// correlates dy with).
+void FlipSwapKernels(const float* w, int oc, int c, int kk, float* wf);
+
 // dx as the forward pass of dy (padded by k - 1 - p) with the kernel
 // flipped and its channel axes swapped, for stride-1, undilated,
 // ungrouped layers with many input channels on few pixels of dx; returns

@@ -16,8 +16,6 @@ namespace cpu {
 
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Pixels of dx up to which a stride-1 data gradient runs as a forward pass
 // (DataAsForward) rather than conv_cpp.cc's scatter form, whose rows (the
 // input channels' taps) are many and whose columns (pixels) are then too
@@ -43,30 +41,7 @@ void DataAsForward(const float* dy, const float* w, float* dx,
                    const ConvParams& p) {
   const int kk = p.kh * p.kw;
   float* wf = ThreadWork(size_t(p.c) * p.oc * kk, 2);
-  // A few output channels at a time over all input channels: the reads are
-  // that many sequential streams through w, the writes runs of kT kernels.
-  constexpr int kT = 8;
-  const int mb = (p.oc + kT - 1) / kT;
-  auto flip = [&](auto taps) {
-    constexpr int kTaps = decltype(taps)::value;
-    const int n = kTaps ? kTaps : kk;
-#pragma omp parallel for schedule(static) if (int64_t(p.c) * p.oc * kk > kParallelMacs)
-    for (int blk = 0; blk < mb; ++blk) {
-      const int m0 = blk * kT, m1 = std::min(p.oc, m0 + kT);
-      for (int c = 0; c < p.c; ++c)
-        for (int m = m0; m < m1; ++m) {
-          const float* src = w + (int64_t(m) * p.c + c) * n;
-          float* dst = wf + (int64_t(c) * p.oc + m) * n;
-          for (int t = 0; t < n; ++t) dst[t] = src[n - 1 - t];
-        }
-    }
-  };
-  if (kk == 9)
-    flip(std::integral_constant<int, 9>());
-  else if (kk == 25)
-    flip(std::integral_constant<int, 25>());
-  else
-    flip(std::integral_constant<int, 0>());
+  FlipSwapKernels(w, p.oc, p.c, kk, wf);
   ConvParams q = p;
   q.c = p.oc;
   q.h = p.oh();
@@ -86,17 +61,9 @@ void DataAsForward(const float* dy, const float* w, float* dx,
 // 7-15% of the FMA peak on 16 pixels (a 4x4 output at batch 1).
 constexpr int64_t kFewPixels = 64;
 
-void SmallGemmOn(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  SINGA_ISA_DISPATCH(SmallGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-}
-int SmallGemmCols() { SINGA_ISA_DISPATCH(SmallGemmPanel()); }
-
 // dw = dy * windows^T with the R = n * oh * ow pixels as the reduction:
 // dy copied to [oc][R], the windows of x to [R][c * kh * kw] (zero in the
-// padding), and one small GEMM, its rows or column panels split over the
-// threads.
+// padding), and one small GEMM over the threads.
 void BackwardWeightFewPixels(const float* x, const float* dy, float* dw,
                              const ConvParams& p) {
   const int oh = p.oh(), ow = p.ow();
@@ -124,25 +91,38 @@ void BackwardWeightFewPixels(const float* x, const float* dy, float* dw,
       }
     }
   }
-  const int threads = ThreadsFor(int64_t(p.oc) * K * R);
-  const int64_t panel = SmallGemmCols(), panels = CeilDiv(K, panel);
-  const bool by_cols = panels >= 2 * threads;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int t = 0; t < threads; ++t) {
-    if (by_cols) {
-      const int64_t q0 = std::min<int64_t>(K, panels * t / threads * panel);
-      const int64_t q1 = std::min<int64_t>(K, panels * (t + 1) / threads * panel);
-      if (q1 > q0)
-        SmallGemmOn(false, false, p.oc, q1 - q0, R, 1.f, a, R, b + q0, K, 0.f, dw + q0, K);
-    } else {
-      const int64_t m0 = int64_t(p.oc) * t / threads, m1 = int64_t(p.oc) * (t + 1) / threads;
-      if (m1 > m0)
-        SmallGemmOn(false, false, m1 - m0, K, R, 1.f, a + m0 * R, R, b, K, 0.f, dw + m0 * K, K);
-    }
-  }
+  SmallGemmThreads(false, false, p.oc, K, R, 1.f, a, R, b, K, 0.f, dw, K);
 }
 
 }  // namespace
+
+void FlipSwapKernels(const float* w, int oc, int c, int kk, float* wf) {
+  // A few output channels at a time over all input channels: the reads are
+  // that many sequential streams through w, the writes runs of kT kernels;
+  // the common kernel sizes unrolled.
+  constexpr int kT = 8;
+  const int mb = (oc + kT - 1) / kT;
+  auto flip = [&](auto taps) {
+    constexpr int kTaps = decltype(taps)::value;
+    const int n = kTaps ? kTaps : kk;
+#pragma omp parallel for schedule(static) if (int64_t(c) * oc * kk > kParallelMacs)
+    for (int blk = 0; blk < mb; ++blk) {
+      const int m0 = blk * kT, m1 = std::min(oc, m0 + kT);
+      for (int ci = 0; ci < c; ++ci)
+        for (int m = m0; m < m1; ++m) {
+          const float* src = w + (int64_t(m) * c + ci) * n;
+          float* dst = wf + (int64_t(ci) * oc + m) * n;
+          for (int t = 0; t < n; ++t) dst[t] = src[n - 1 - t];
+        }
+    }
+  };
+  if (kk == 9)
+    flip(std::integral_constant<int, 9>());
+  else if (kk == 25)
+    flip(std::integral_constant<int, 25>());
+  else
+    flip(std::integral_constant<int, 0>());
+}
 
 bool FewPixelsBackwardData(const float* dy, const float* w, float* dx,
                            const ConvParams& p) {

@@ -50,6 +50,8 @@ struct WinoJob {
   const float* bias;  // may be null
   float* dst;         // [n][K][oh][ow]
   int tile;           // T: 4 or 2
+  // Transform positions: 36 for 4x4 tiles, 16 for 2x2.
+  int positions() const { return (tile + 2) * (tile + 2); }
   int th() const { return (oh + tile - 1) / tile; }
   int tw() const { return (ow + tile - 1) / tile; }
   int64_t tiles() const { return int64_t(n) * th() * tw(); }

@@ -96,7 +96,7 @@ int TileFor(int C, int K, int n, int oh, int ow) {
 // as the cache allows so the transforms are repeated seldom.
 void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
   const int R = Rows(), PW = Panel();
-  const int64_t positions = j.tile == 2 ? 16 : 36;
+  const int64_t positions = j.positions();
   const int KB = (j.K + R - 1) / R;
   const int64_t N = j.tiles();
   const int64_t macs = int64_t(j.n) * j.oh * j.ow * j.K * j.C * 9;

@@ -357,16 +357,13 @@ void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
   }
 }
 
-// Transform positions of a tiling: 36 for 4x4 tiles, 16 for 2x2.
-inline int Positions(int tile) { return tile == 2 ? 16 : 36; }
-
 }  // namespace
 
 int WinoRows() { return kR; }
 int WinoPanel() { return kPW; }
 
 size_t WinoWeightFloats(int K, int C, int tile) {
-  return size_t(Positions(tile) * USlice(K, C));
+  return size_t((tile + 2) * (tile + 2) * USlice(K, C));
 }
 
 void WinoWeights(const float* w, int K, int C, bool flip, int tile, float* U,
@@ -381,7 +378,7 @@ void WinoWeights(const float* w, int K, int C, bool flip, int tile, float* U,
 }
 
 size_t WinoWorkFloats(const WinoJob& j, int64_t tiles) {
-  const int AA = Positions(j.tile);
+  const int AA = j.positions();
   const Sizes s = j.tile == 2 ? SizesFor<2>(j, tiles) : SizesFor<4>(j, tiles);
   const size_t origins =
       (sizeof(TileOrigin) * s.P * kPW + sizeof(float) - 1) / sizeof(float);

@@ -20,6 +20,13 @@ SINGA_ISA_DECLARE(
                    float alpha, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float beta, float* c, int64_t ldc);)
 
+// SmallGemm with C split over the threads (gemm_small_cpp.cc): by column
+// panels when C is wide enough, else by rows; one thread below about 128K
+// multiply-adds a thread, and inside a parallel region.
+void SmallGemmThreads(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace cpu
 }  // namespace singa
 
