@@ -1254,9 +1254,11 @@ static void TestBatchNormAll() {
   TestBatchNorm(16, 20, 144, 0.f, false);
   TestBatchNorm(8, 3, 100, 100.f, false);  // large mean, small spread
   // The statistics pass sums a few samples per call (fewer for long planes)
-  // and threads take blocks of channels: batches that are no multiple of
-  // the group, planes with vector tails, channel counts that leave the last
-  // thread a short block, large means, and 1 to 3 threads.
+  // and threads take blocks of channels; the writing pass splits the
+  // (sample, channel) planes evenly, so a share may start mid-batch at any
+  // channel: batches that are no multiple of the group, planes with vector
+  // tails, channel and plane counts that leave the last thread a short
+  // share, large means, and 1 to 3 threads.
   const int saved = omp_get_max_threads();
   for (int t : {1, 2, 3}) {
     omp_set_num_threads(t);
