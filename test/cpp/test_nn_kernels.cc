@@ -1258,7 +1258,9 @@ static void TestBatchNormAll() {
   // (sample, channel) planes evenly, so a share may start mid-batch at any
   // channel: batches that are no multiple of the group, planes with vector
   // tails, channel and plane counts that leave the last thread a short
-  // share, large means, and 1 to 3 threads.
+  // share, large means, and 1 to 3 threads. 3x4x8192 on 2 and 3 threads
+  // has blocks of two channels whose runs are exactly 64 KiB: the forward
+  // writes in memory order there and the backward by blocks.
   const int saved = omp_get_max_threads();
   for (int t : {1, 2, 3}) {
     omp_set_num_threads(t);
@@ -1266,6 +1268,7 @@ static void TestBatchNormAll() {
     TestBatchNorm(13, 41, 64, -30.f, false);
     TestBatchNorm(9, 7, 1031, 50.f, false);
     TestBatchNorm(6, 11, 3000, 1000.f, false);
+    TestBatchNorm(3, 4, 8192, 7.f, false);
     TestBatchNorm(5, 3, 7, 0.f, true);
   }
   // Non-temporal dx stores: rows that start off the vector alignment

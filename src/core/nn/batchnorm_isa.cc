@@ -172,16 +172,18 @@ inline void NormalizeSegment(const float* x, float* y, int len, float m,
 // Whether the writing pass (y, or dx) takes the array in memory order, one
 // contiguous share per thread once every channel's factors are known,
 // rather than each thread writing the channel block it summed: when a
-// block's run in one sample, cb * hw floats, is under 64 KiB. Measured at
-// two threads against the blocks (AVX2 EPYC, three-way alternation with
-// the earlier code in one process, medians of 80 calls, 3 runs): 8x8 and
-// 4x4 planes (256 and 512 channels, batch 32-64) took 0.69-0.97x the time
-// forward and 0.84-1.0x backward; 16x16 and 32x32 planes, whose runs are
-// 64 KiB and more, took the same time forward either way and 1.01-1.09x
-// backward in memory order, so they keep the blocks. With one thread the
-// two orders are the same.
-inline bool RowOrderOutput(int cb, int hw) {
-  return long(cb) * hw < (16L << 10);
+// block's run in one sample, cb * hw floats, is at most 64 KiB forward and
+// under 64 KiB backward. Measured at two threads against the blocks (AVX2
+// EPYC, alternating call by call in one process, medians of 80-120 calls,
+// 3 runs): 8x8 and 4x4 planes (256 and 512 channels, batch 32-64) took
+// 0.69-0.97x the time forward and 0.84-1.0x backward; 16x16 planes with 128
+// channels (runs of exactly 64 KiB) took 0.75-0.90x forward (batch 16-64)
+// but 0.95-1.06x backward; 32x32 planes, whose runs are 128 KiB, took
+// 0.97-1.08x either way, so they keep the blocks. With one thread the two
+// orders are the same.
+inline bool RowOrderOutput(int cb, int hw, bool backward) {
+  const long run = long(cb) * hw, limit = 16L << 10;
+  return backward ? run < limit : run <= limit;
 }
 
 // The calling thread's share [k0, k1) of `segs` (sample, channel) segments:
@@ -301,7 +303,7 @@ void BatchNormForwardTraining(const float* x, const float* scale,
   const int cb = BlockChannels(c, work);
   const int blocks = (c + cb - 1) / cb;
   Array<float> mul(c);
-  const bool by_rows = RowOrderOutput(cb, hw);
+  const bool by_rows = RowOrderOutput(cb, hw, false);
 #pragma omp parallel if (work > kParallelWork)
   {
 #pragma omp for schedule(static)
@@ -350,7 +352,7 @@ void BatchNormBackward(const float* x, const float* dy, const float* scale,
   // channel as f1*dy + f2*(x - mu) + f3 so the last pass is one fused
   // expression.
   Array<float> f1(c), f2(c), f3(c);
-  const bool by_rows = RowOrderOutput(cb, hw);
+  const bool by_rows = RowOrderOutput(cb, hw, true);
   // dx over the (sample, channel) segments [k0, k1), in memory order.
   auto gradient = [&](long k0, long k1) {
     int ch = int(k0 % c);
