@@ -301,6 +301,10 @@ static void TestEngineCases() {
              CP(3, 6, 19, 25, 9, 3, 5, 2, 1, 2, 1, 0, 2, 1, 1, 3), false);
     TestConv("conv 1x1 stride2 wide" + th,
              CP(3, 20, 9, 10, 36, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    // A short reduction (75 pixels) and 360 columns of dw: on 3 threads one
+    // column block each, with no partial sums.
+    TestConv("conv short dw wide" + th,
+             CP(3, 40, 10, 9, 21, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
 }
