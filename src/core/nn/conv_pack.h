@@ -167,6 +167,15 @@ struct Run {
   int b, qy, qx, len, col;
 };
 
+// Where vector v of a packed panel lands in a channel-fastest scatter
+// job's output, before the tap's offsets: `base` floats from the output's
+// start, at row y and column x of the tap's plane; y < 0 when the vector
+// does not lie within one run.
+struct VecSpot {
+  int64_t base;
+  int y, x;
+};
+
 struct Runs {
   Buffer<Run> buf;
   int count = 0;
@@ -347,6 +356,7 @@ struct NnScratch {
   Runs runs;
   Buffer<int> panel_run;    // first run of each panel, then the run count
   Buffer<int64_t> colofs;   // output offset (channel 0) of each column
+  Buffer<VecSpot> spots;    // kNnVecs per panel (channel-fastest scatter)
 };
 
 inline NnScratch& NnLocal() {
