@@ -202,18 +202,14 @@ void ScatterTile(const TapRows& s, float* out, const TileTaps& tt, int mr,
 // the taps of s, when every vector of every row lands on kVW consecutive
 // outputs inside the image: the kernel then adds in place (dst, see
 // KernelNN) and no scatter pass is needed. False (and dst unusable)
-// otherwise. `spots` are the panel's (FindSpots), so a call costs a range
-// check per vector and an add per target (LeNet's second data gradient
-// took 0.81-0.89x the time with these than with each row's bounds checked
-// against the runs in every call, paired, one and two threads).
+// otherwise. Only for tiles NnSlab found able to add in place (channel-
+// fastest rows, grid stride 1 along rows); `spots` are the panel's
+// (FindSpots), so a call costs a range check per vector and an add per
+// target (LeNet's second data gradient took 0.81-0.89x the time with these
+// than with each row's bounds checked against the runs in every call,
+// paired, one and two threads).
 bool ScatterTargets(const TapRows& s, float* out, const TileTaps& tt, int mr,
                     const VecSpot* spots, float** dst) {
-  // The kernel loads all its targets before storing any, so they must not
-  // overlap: rows of a tile must be different channels (channel-fastest
-  // numbering with at least mr channels). Rows numbered taps-fastest would
-  // also overlap the previous tile's outputs, and loading them right after
-  // its stores would stall; ScatterTile's separate adds do not.
-  if (s.ssx != 1 || !s.channel_fastest || s.channels < mr) return false;
   for (int v = 0; v < kNnVecs; ++v) {
     const VecSpot& sp = spots[v];
     if (sp.y < 0 || sp.y + tt.ymin < 0 || sp.y + tt.ymax >= s.sh ||
@@ -316,6 +312,12 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       for (int j = 0; j < r.len; ++j)
         colofs[r.col + j] = r.b * job.out_img + job.obase +
                             int64_t(r.qy) * job.osy + int64_t(r.qx + j) * job.osx;
+  // A scatter tile can add in place only where the kernel's loads of its
+  // targets, all made before any store, cannot overlap: rows of a tile must
+  // be different channels (channel-fastest numbering with at least as many
+  // channels as rows). Rows numbered taps-fastest would also overlap the
+  // previous tile's outputs, and loading them right after its stores would
+  // stall; ScatterTile's separate adds do not.
   VecSpot* spots = nullptr;
   if (job.scatter && job.scatter->ssx == 1 && job.scatter->channel_fastest) {
     spots = sc.spots.Reserve(size_t(panels) * kNnVecs);
@@ -350,6 +352,7 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       float* out_m = job.out + int64_t(m) * job.out_ch;
       TileTaps taps;
       if (job.scatter) MakeTileTaps(*job.scatter, m, mr, &taps);
+      const bool in_place_rows = spots && job.scatter->channels >= mr;
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
@@ -357,8 +360,9 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
         if (job.scatter) {
           const Run* pr = runs + panel_run[p];
           const int nr = panel_run[p + 1] - panel_run[p];
-          if (spots && ScatterTargets(*job.scatter, job.out, taps, mr,
-                                      spots + int64_t(p) * kNnVecs, dst)) {
+          if (in_place_rows &&
+              ScatterTargets(*job.scatter, job.out, taps, mr,
+                             spots + int64_t(p) * kNnVecs, dst)) {
             kernel(kc, a, job.lda, mr, bp, dst, nullptr, true);
           } else {
             RowTargets(temp, kNnCols, mr, dst);
