@@ -376,8 +376,9 @@ static void TestWinogradWeight() {
 // one group, kernels up to 7 rows): one to four channels, odd and narrow
 // sizes, tails of the two-vector tile, even and wide kernels, pads beyond
 // the kernel, rows of P skipped at the edges, output channels split into
-// several packed groups, images side by side in P; the strided and grouped cases of the same sizes
-// take the other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
+// several packed groups, images side by side in P, dy large enough to be
+// fetched ahead; the strided and grouped cases of the same sizes take the
+// other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
 static void TestDirectDx() {
   const int saved = omp_get_max_threads();
   for (int t : {1, 2}) {
@@ -418,6 +419,12 @@ static void TestDirectDx() {
       TestConv("small c dilation2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
     }
+    // dy of 8 MiB and more is fetched a pack ahead: several packs per
+    // image (1x1), and groups of images side by side (5x5).
+    TestConv("direct dx large dy 1x1" + th,
+             CP(4, 1, 32, 32, 512, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("direct dx large dy side by side" + th,
+             CP(8, 2, 28, 28, 512, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
     TestConv("small c 9x9 kernel" + th,
              CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
     // Pixels that fill one slab and a long reduction: at 2 threads the
