@@ -419,12 +419,15 @@ static void TestDirectDx() {
       TestConv("small c dilation2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
     }
-    // dy of 8 MiB and more is fetched a pack ahead: several packs per
-    // image (1x1), and groups of images side by side (5x5).
+    // dy of 8 MiB and more is fetched ahead: several packs per image
+    // (1x1), groups of images side by side (5x5).
     TestConv("direct dx large dy 1x1" + th,
              CP(4, 1, 32, 32, 512, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
     TestConv("direct dx large dy side by side" + th,
              CP(8, 2, 28, 28, 512, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+    // The same for the flat-shift weight gradient (K = 25).
+    TestConv("direct dx and shift dw large dy 5x5" + th,
+             CP(4, 1, 32, 32, 512, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), false);
     TestConv("small c 9x9 kernel" + th,
              CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
     // Pixels that fill one slab and a long reduction: at 2 threads the

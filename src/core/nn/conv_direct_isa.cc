@@ -228,28 +228,10 @@ struct Ahead {
   int parts;  // bands of tile rows over all channels of the pack
 };
 
-// dy from this size on is fetched ahead (AVX2 EPYC, 32 MB L3, paired: an
-// RGB stem's dy of 16.8 MB took 0.89-0.92x the time at one and two
-// threads, 8.4 MB 0.93-0.97x; dy of 2-4 MB, which the caches keep between
-// passes, 1.02-1.05x).
-constexpr int64_t kAheadMinFloats = int64_t(2) << 20;
-
-// One line into L2. GCC counts __builtin_prefetch as free of side effects
-// and deleted the loops below made of nothing else; the asm stays.
-inline void PrefetchLine(const float* p) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p, 0, 2);
-#endif
-}
-
-// Prefetches share `part` of `ahead.parts`.
+// Prefetches share `part` of `ahead.parts` of the next pack.
 inline void PrefetchAhead(const Ahead& ahead, int part) {
-  const int64_t lines = (ahead.floats + 15) / 16;
-  const int64_t l0 = lines * part / ahead.parts, l1 = lines * (part + 1) / ahead.parts;
   for (int g = 0; g < ahead.images; ++g)
-    for (int64_t l = l0; l < l1; ++l) PrefetchLine(ahead.at[g] + l * 16);
+    PrefetchL2Part(ahead.at[g], ahead.floats, part, ahead.parts);
 }
 
 // (d.accumulate ? += : =) one vector of a tile: P columns [x, x + kVW) of
@@ -383,7 +365,7 @@ void DirectDxImage(const DirectDxJob& j, int b, float* work) {
     const int plane_dy = j.oh * j.ow;
     const int nb = m0 + nm < j.mg ? b : b + l.group;
     const int nm0 = m0 + nm < j.mg ? m0 + nm : 0;
-    if (int64_t(j.n) * j.mg * plane_dy >= kAheadMinFloats && nb < j.n) {
+    if (int64_t(j.n) * j.mg * plane_dy >= kFetchAheadFloats && nb < j.n) {
       ahead.images = std::min(l.group, j.n - nb);
       for (int g = 0; g < ahead.images; ++g)
         ahead.at[g] = j.dy + (int64_t(nb + g) * j.mg + nm0) * plane_dy;

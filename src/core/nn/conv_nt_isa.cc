@@ -101,18 +101,6 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
 }
 
-// Prefetches part `part` of `parts` of [p, p + floats) into L2.
-// GCC counts __builtin_prefetch as free of side effects, so it may delete
-// the calls of a helper made only of prefetches when it does not inline
-// the helper first (GCC 12 at -O2 deleted those of a larger one whole):
-// after changing this, check that NtBlock's disassembly still prefetches.
-inline void PrefetchL2Part(const float* p, int64_t floats, int part,
-                           int parts) {
-  const int64_t lines = (floats + 15) / 16;
-  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l)
-    __builtin_prefetch(p + l * 16, 0, 2);
-}
-
 }  // namespace
 
 void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,

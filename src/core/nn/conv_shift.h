@@ -56,6 +56,7 @@ SINGA_ISA_DECLARE(
 struct ShiftDwJob : ShiftPlane {
   const float* x;   // [n][c][h][w]
   const float* dy;  // [n][M][oh][ow]
+  int n;            // images in x and dy
 };
 
 SINGA_ISA_DECLARE(

@@ -87,7 +87,7 @@ void ForwardShift(const float* x, const float* w, const float* b, float* y,
 // into its own lane sums; the threads' results are added in thread order.
 void BackwardWeightShift(const float* x, const float* dy, float* dw,
                          const ConvParams& p, int threads) {
-  const ShiftDwJob job{PlaneOf(p), x, dy};
+  const ShiftDwJob job{PlaneOf(p), x, dy, p.n};
   const size_t work = ShiftDwWork(job);
   const size_t count = size_t(p.oc) * p.c * p.kh * p.kw;
   threads = std::min(threads, p.n);

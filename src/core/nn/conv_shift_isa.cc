@@ -385,10 +385,24 @@ void ShiftDwImage(const ShiftDwJob& j, int b, float* work) {
   const DwKernel kernel = DwKernelFor(l.shape);
   const int rd = l.shape.rd, rb = l.shape.rb;
   Vec* sums = reinterpret_cast<Vec*>(work + l.plane);
-  for (int m0 = 0; m0 < l.mp; m0 += rd)
-    for (int k0 = 0; k0 < l.kp; k0 += rb, sums += rd * rb)
+  // A large dy is fetched a group of rows ahead (the next image's first
+  // rows after the last group), a share per tile of taps.
+  const bool ahead = int64_t(j.n) * j.M * P >= kFetchAheadFloats;
+  const int parts = (l.kp + rb - 1) / rb;
+  for (int m0 = 0; m0 < l.mp; m0 += rd) {
+    const bool last = m0 + rd >= j.M;
+    const float* next = dy + int64_t(last ? j.M : m0 + rd) * P;
+    const int64_t floats =
+        !ahead || (last && b + 1 >= j.n) ? 0
+                                         : int64_t(last ? std::min(rd, j.M)
+                                                        : std::min(rd, j.M - m0 - rd)) * P;
+    int part = 0;
+    for (int k0 = 0; k0 < l.kp; k0 += rb, sums += rd * rb, ++part) {
+      if (floats > 0) PrefetchL2Part(next, floats, part, parts);
       kernel(j.oh, j.ow, j.wp, dy + m0 * P, std::min(rd, j.M - m0), P, work,
              off + k0, sums);
+    }
+  }
 }
 
 void ShiftDwFinish(const ShiftDwJob& j, const float* work, float* dw) {
