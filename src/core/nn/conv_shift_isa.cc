@@ -385,17 +385,17 @@ void ShiftDwImage(const ShiftDwJob& j, int b, float* work) {
   const DwKernel kernel = DwKernelFor(l.shape);
   const int rd = l.shape.rd, rb = l.shape.rb;
   Vec* sums = reinterpret_cast<Vec*>(work + l.plane);
-  // A large dy is fetched a group of rows ahead (the next image's first
-  // rows after the last group), a share per tile of taps.
+  // A large dy is fetched a tile of rows ahead, a share per tile of taps.
   const bool ahead = int64_t(j.n) * j.M * P >= kFetchAheadFloats;
   const int parts = (l.kp + rb - 1) / rb;
   for (int m0 = 0; m0 < l.mp; m0 += rd) {
+    // The next tile's rows: this image's, or after its last tile the next
+    // image's first (dy + M * P).
     const bool last = m0 + rd >= j.M;
     const float* next = dy + int64_t(last ? j.M : m0 + rd) * P;
-    const int64_t floats =
-        !ahead || (last && b + 1 >= j.n) ? 0
-                                         : int64_t(last ? std::min(rd, j.M)
-                                                        : std::min(rd, j.M - m0 - rd)) * P;
+    int64_t floats = 0;
+    if (ahead && !last) floats = int64_t(std::min(rd, j.M - m0 - rd)) * P;
+    if (ahead && last && b + 1 < j.n) floats = int64_t(std::min(rd, j.M)) * P;
     int part = 0;
     for (int k0 = 0; k0 < l.kp; k0 += rb, sums += rd * rb, ++part) {
       if (floats > 0) PrefetchL2Part(next, floats, part, parts);
