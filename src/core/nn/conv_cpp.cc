@@ -640,14 +640,17 @@ void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
   // and long enough to sweep; otherwise from a copy laid out channel by
   // channel ([oc][n * P], rows padded with zeros to a multiple of 16).
   std::vector<NtJob> jobs;
-  if (P % 16 == 0 && P >= 256 && R > 1024) {
+  const bool in_place = P % 16 == 0 && P >= 256 && R > 1024;
+  if (in_place) {
     for (int g = 0; g < p.groups; ++g)
       jobs.push_back(NtJob{InputRows(x, p, taps, g), Grid{p.n, oh, ow}, mg,
                            dy + int64_t(g) * mg * P, P, p.oc * P, P});
   } else {
     const int64_t ldd = CeilDiv(R, 16) * 16;
     float* d = ThreadWork(size_t(p.oc) * ldd, 1);
-#pragma omp parallel for schedule(static) if (p.oc * ldd > kParallelMacs)
+    // A copy is worth splitting over the threads at fewer elements than
+    // a product is (the copy waits on dy's scattered planes).
+#pragma omp parallel for schedule(static) if (p.oc * ldd > kParallelCopy)
     for (int m = 0; m < p.oc; ++m) {
       float* row = d + m * ldd;
       for (int b = 0; b < p.n; ++b)
@@ -662,11 +665,16 @@ void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
 
   // A reduction that fits one packed block (1024 columns) needs no lane-wise
   // accumulators: its column blocks can be as wide as the threads allow.
+  // Longer ones keep the accumulators within 1 MiB, and from a copy of dy
+  // (1024-column blocks) take at most 32 rows, so that a packed block is
+  // 128 KiB: 0.79-0.97x the time for ResNet-18's 128->256 stride-2 layer
+  // at batch 32 and 64, which took 64 rows before (AVX2 Zen 4, 1 and 2
+  // threads, alternating in one process; doc/performance.md).
   const int nt = NtRows();
-  const int64_t kcap = R <= 1024 ? CeilDiv(CeilDiv(K, MaxThreads()), nt) * nt
-                                 : std::min<int64_t>(
-                                       128, (int64_t(1) << 18) /
-                                                (CeilDiv(mg, 4) * 4 * 16));
+  int64_t kcap = R <= 1024 ? CeilDiv(CeilDiv(K, MaxThreads()), nt) * nt
+                           : std::min<int64_t>(
+                                 128, (int64_t(1) << 18) / (CeilDiv(mg, 4) * 4 * 16));
+  if (R > 1024 && !in_place) kcap = std::min<int64_t>(kcap, 32);
   const int kb = int(std::clamp<int64_t>(kcap / nt * nt, nt, CeilDiv(K, nt) * nt));
   const int64_t kblocks = CeilDiv(K, kb);
   const int64_t out = int64_t(p.oc) * K;  // dw floats, all groups

@@ -17,6 +17,9 @@ namespace cpu {
 
 // Below this many multiply-adds a call runs on one thread.
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
+// Below this many floats a copy (or another pass that waits on memory more
+// than it computes) runs on one thread.
+constexpr int64_t kParallelCopy = int64_t(1) << 15;
 
 #ifdef _OPENMP
 inline int MaxThreads() { return omp_get_max_threads(); }
