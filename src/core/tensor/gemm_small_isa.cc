@@ -10,8 +10,9 @@
 // each panel, row tiles of up to kMR rows run over the block with their
 // accumulators in registers, each step broadcasting one value of op(A) per
 // row against the panel's row of op(B). op(B) is read in place when it is
-// not transposed, the panel is whole and A is not transposed; otherwise the
-// panel block is first copied into a small zero-padded buffer. op(A) is
+// not transposed, the panel is whole, A is not transposed and C has fewer
+// than 96 rows; otherwise the panel block is first copied into a small
+// zero-padded buffer. op(A) is
 // never copied: the tiles read it where it lies, along rows or, transposed,
 // along columns.
 #include <algorithm>
@@ -317,8 +318,12 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       // well, and a panel read in place (rows ldb floats apart, 1 KiB in a
       // 256-wide layer) then no longer stays in L1: packing it made A^T * B
       // up to 1.3x faster from a few tiles of rows, and never slower
-      // (AVX2, k = 16-128).
-      if (tb || nr < kNR || (ta && m >= 4 * kMR)) {
+      // (AVX2, k = 16-128). Without the transpose the panel pays from about
+      // 96 rows: 0.92-0.94x the time for 128 x 784 x 256 and 128 x 256 x
+      // 256 while the host is slow to serve L2 (1.00x when it is not, and
+      // 1.08-1.3x at 8-32 rows, where the copy is not spread over enough
+      // tiles; AVX2 Zen 4, 1 and 2 threads, alternating in one process).
+      if (tb || nr < kNR || m >= (ta ? 4 * kMR : 96)) {
         PackPanel(tb, b, ldb, p0, kc, j0, nr, buf);
         bp = buf;
         ldbp = kNR;
