@@ -95,6 +95,7 @@ TRANS = [(False, False), (False, True), (True, False), (True, True)]
     (5, 9, 1100),   # more than one reduction block
     (8, 20, 33), (128, 40, 70), (14, 18, 9),   # short last row tiles shared out
     (60, 48, 600), (256, 256, 64),   # A^T's panels packed, over several blocks
+    (100, 30, 600), (97, 50, 512),   # B^T from 96 rows: dot tiles past k = 512, else panels
 ])
 def test_small_kernel_matches_float64(small_path, isa, ta, tb, m, n, k):
     _check(m, n, k, ta, tb, seed=m * 1000 + n + k)
@@ -143,7 +144,8 @@ def test_paths_agree_on_the_mlp_step_shapes(path):
 def test_batch_128_linear_shapes(path, threads):
     """The batch-128 MLP of bench/train_step.py, which the shape rule sends
     to the kernel: forward (beta 1 as LinearForward runs it), weight and
-    data gradients, 256 and 10 wide."""
+    data gradients, 256 and 10 wide; on two threads also the 256-wide data
+    gradient and products of up to 256 rows with wider B."""
     cw.SetCpuGemmPath(path)
     try:
         for m, n, k, ta, tb, beta in [(128, 256, 784, False, False, 1.0),
@@ -151,7 +153,10 @@ def test_batch_128_linear_shapes(path, threads):
                                       (256, 256, 128, True, False, 0.0),
                                       (256, 10, 128, True, False, 0.0),
                                       (128, 256, 10, False, True, 0.0),
-                                      (200, 96, 130, True, False, 0.0)]:
+                                      (200, 96, 130, True, False, 0.0),
+                                      (128, 256, 256, False, True, 0.0),
+                                      (256, 500, 256, False, False, 1.0),
+                                      (96, 784, 512, False, True, 0.0)]:
             _check(m, n, k, ta, tb, beta=beta, seed=m + n + k)
     finally:
         cw.SetCpuGemmPath("auto")
