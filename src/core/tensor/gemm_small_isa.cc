@@ -266,10 +266,11 @@ void DotGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
 // Below this reduction length the dot-product tiles spend more on adding
 // lanes than on products, and A * B^T goes through a packed panel instead.
 constexpr int64_t kDotMinK = 4 * kVW;
-// From 96 rows and up to a reduction of 512, the panel wins anyway: its
-// copy of B^T is shared by enough row tiles (m = 128-256, k = 256-512,
-// n = 256-784: 0.80-1.0x the dot tiles' time on one and two threads; at
-// k = 800 the two were even, 0.88-1.11x; AVX2 Zen 4).
+// From kPanelMinM rows, enough row tiles share a packed panel of B to pay
+// for its copy (B is packed from there whatever the transposes), and up
+// to a reduction of 512 the panel also beats the dot tiles for A * B^T
+// (m = 128-256, k = 256-512, n = 256-784: 0.80-1.0x their time on one and
+// two threads; at k = 800 the two were even, 0.88-1.11x; AVX2 Zen 4).
 constexpr int64_t kPanelMinM = 96, kPanelMaxK = 512;
 
 }  // namespace
@@ -328,7 +329,7 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       // 256 while the host is slow to serve L2 (1.00x when it is not, and
       // 1.08-1.3x at 8-32 rows, where the copy is not spread over enough
       // tiles; AVX2 Zen 4, 1 and 2 threads, alternating in one process).
-      if (tb || nr < kNR || m >= (ta ? 4 * kMR : 96)) {
+      if (tb || nr < kNR || m >= (ta ? 4 * kMR : kPanelMinM)) {
         PackPanel(tb, b, ldb, p0, kc, j0, nr, buf);
         bp = buf;
         ldbp = kNR;
