@@ -21,6 +21,10 @@ Prints, for each thread count:
      model singa exports.
 Every side runs in a process of its own (bench/_harness.py); layer figures
 are the best over repeats and rounds, step and inference figures medians.
+Before and after each table it samples how long a cache line takes between
+the first two CPUs (singa_wrap.CpuCoreToCoreNs), and the layer runs sample
+it before every layer: on a virtual machine whose vCPUs the host moves
+between dies, the two-thread figures change with it (doc/performance.md).
 """
 
 import argparse
@@ -87,6 +91,43 @@ def _best(fn, reps, min_time=0.1):
     return best
 
 
+# ------------------------------------------------------- core-to-core probe
+
+def _probe_cpus():
+    """The first two CPUs this process may run on, or None."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return cpus[:2] if len(cpus) >= 2 else None
+
+
+def cross_core_side(threads, samples=40, gap=0.05):
+    """Side function: `samples` one-way core-to-core latencies (ns) between
+    the first two CPUs, `gap` seconds apart."""
+    import time
+    from singa import singa_wrap as cw
+
+    cpus = _probe_cpus()
+    out = {}
+    for i in range(samples if cpus else 0):
+        out[f"ns{i}"] = cw.CpuCoreToCoreNs(cpus[0], cpus[1], 0.002)
+        time.sleep(gap)
+    return out
+
+
+def cross_core_line(label, values):
+    """One line summing up core-to-core latency samples."""
+    if not values:
+        return f"cross-core latency {label}: not measured (fewer than two CPUs)"
+    far = sum(v > 100 for v in values)
+    return (f"cross-core latency {label}: {min(values):.0f}-{max(values):.0f} ns one way, "
+            f"median {statistics.median(values):.0f} over {len(values)} samples, "
+            f"{far} above 100 ns")
+
+
+def print_cross_core(label, out=print):
+    res = _harness.run_side(_harness.Side("probe", "conv:cross_core_side"), threads=1)
+    out(cross_core_line(label, list(res.values())))
+
+
 # ----------------------------------------------------------------- layer side
 
 def layer_side(threads, quick=False):
@@ -99,11 +140,17 @@ def layer_side(threads, quick=False):
     reps = 2 if quick else 5
     out = {"peak": cw.CpuFmaPeak(threads, 0.1 if quick else 0.3)}
     rng = np.random.default_rng(0)
+    cpus = _probe_cpus() if threads > 1 else None
+
+    def probe(name):
+        if cpus:
+            out[name + "|c2c"] = cw.CpuCoreToCoreNs(cpus[0], cpus[1], 0.002)
 
     def t(shape):
         return tensor.from_numpy(rng.standard_normal(shape).astype(np.float32)).data
 
     for name, xs, ws, s, p in CONV_LAYERS:
+        probe(name)
         x, w = t(xs), t((ws[0], xs[1]) + ws[1:])
         st, pads, dil = [s, s], [p] * 4, [1, 1]
         y = cw.Conv2dForward(x, w, cw.Tensor(), st, pads, dil, 1)
@@ -116,6 +163,7 @@ def layer_side(threads, quick=False):
             lambda: cw.Conv2dBackwardWeight(x, dy, list(w.shape()), st, pads, dil, 1),
             reps)
     for name, xs in POOL_LAYERS:
+        probe(name)
         x = t(xs)
         y, arg = cw.MaxPool2dForward(x, [2, 2], [2, 2], [0] * 4, [1, 1], False)
         dy = t(tuple(y.shape()))
@@ -126,6 +174,7 @@ def layer_side(threads, quick=False):
             lambda: cw.MaxPool2dBackward(dy, arg, list(xs), [2, 2], [2, 2], [0] * 4,
                                          [1, 1], False), reps)
     for name, xs in BN_LAYERS:
+        probe(name)
         x, dy = t(xs), t(xs)
         scale, bias = t((xs[1],)), t((xs[1],))
         y, mean, var = cw.BatchNormForwardTraining(x, scale, bias, 1e-5)
@@ -258,6 +307,10 @@ def layer_tables(threads, rounds, quick, out=print):
         out("\nbelow 50% of peak: " + ", ".join(below))
     else:
         out("\nevery convolution pass reaches 50% of the measured peak")
+    for n in threads:
+        samples = [v for k in res[n].metrics() if k.endswith("|c2c") for v in res[n].values(k)]
+        if samples:
+            out(cross_core_line(f"before each layer ({n} threads)", samples))
 
 
 # ------------------------------------------------------------------ inference
@@ -372,6 +425,7 @@ def main(argv=None):
               f"{os.getloadavg()[2]:.2f}")
     except OSError:
         pass
+    print_cross_core("at the start")
     if "layers" not in args.skip:
         layer_tables(args.threads, max(1, args.rounds - 1), args.quick)
     if "steps" not in args.skip:
@@ -379,8 +433,10 @@ def main(argv=None):
         print()
         train_step.step_table(["cnn", "resnet", "mlp"], args.threads, args.rounds,
                               steps=(3 if args.quick else None))
+        print_cross_core("after the steps")
     if "inference" not in args.skip:
         inference_table(args.threads, args.rounds, args.quick)
+        print_cross_core("after inference")
 
 
 if __name__ == "__main__":

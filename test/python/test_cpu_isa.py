@@ -167,6 +167,23 @@ def test_family_names_and_errors():
         cw.CpuFmaPeak(0, 0.01)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs this process may pin threads to")
+def test_core_to_core_probe():
+    cpus = sorted(os.sched_getaffinity(0))
+    ns = cw.CpuCoreToCoreNs(cpus[0], cpus[1], 0.01)
+    # a cache line between two cores: tens to hundreds of nanoseconds, far
+    # more if the host preempts a vCPU, never nothing
+    assert 1.0 < ns < 1e6
+    assert sorted(os.sched_getaffinity(0)) == cpus  # the caller's CPU set is back
+    with pytest.raises(ValueError, match="two different CPUs"):
+        cw.CpuCoreToCoreNs(cpus[0], cpus[0], 0.01)
+    with pytest.raises(ValueError, match=f"CPU {max(cpus) + 1} is not available"):
+        cw.CpuCoreToCoreNs(cpus[0], max(cpus) + 1, 0.01)
+    with pytest.raises(ValueError, match="seconds must be in"):
+        cw.CpuCoreToCoreNs(cpus[0], cpus[1], 0.0)
+
+
 def test_environment_caps_the_family():
     code = "from singa import singa_wrap as w; print(w.CpuIsa())"
     env = dict(os.environ, SINGA_CPU_ISA="baseline")

@@ -46,6 +46,12 @@ GemmPath GetGemmPath();
 std::string CpuIsa();
 void SetCpuIsa(const std::string& name);
 double CpuFmaPeak(int threads, double seconds);
+// The one-way time in nanoseconds of a cache line passed back and forth
+// between CPUs cpu_a and cpu_b (the median over about `seconds`); on a
+// virtual machine it shows whether two vCPUs share a die. ValueError for a
+// CPU this thread may not run on; RuntimeError where threads cannot be
+// pinned (outside Linux). The calling thread's CPU set is restored.
+double CpuCoreToCoreNs(int cpu_a, int cpu_b, double seconds);
 // The GemmPath as "auto", "blas" or "small"; setting an unknown name throws
 // std::invalid_argument (ValueError in Python).
 std::string CpuGemmPath();
