@@ -348,8 +348,8 @@ constexpr int64_t kParallelUpdate = int64_t(1) << 15;
 // two vCPUs sit on different dies at times, the 800 x 500 update of
 // LeNet's first dense layer took 1.6-1.9 ms instead of 0.2-0.3 ms. A pass
 // of single stores gets the lines in parallel; the update then took
-// 0.4-0.5 ms there (doc/performance.md). Each thread claims only the range
-// it writes, so no value changes under another thread.
+// 0.4-0.6 ms there (doc/performance.md). Each thread claims only the bytes
+// of the range it writes, so no value changes under another thread.
 inline void ClaimLines(float* x, int64_t lo, int64_t hi) {
   volatile char* c = reinterpret_cast<volatile char*>(x + lo);
   const int64_t bytes = (hi - lo) * int64_t(sizeof(float));
