@@ -10,10 +10,10 @@
 // each panel, row tiles of up to kMR rows run over the block with their
 // accumulators in registers, each step broadcasting one value of op(A) per
 // row against the panel's row of op(B). op(B) is read in place when it is
-// not transposed, the panel is whole, A is not transposed and C has fewer
-// than 96 rows; otherwise the panel block is first copied into a small
-// zero-padded buffer. op(A) is
-// never copied: the tiles read it where it lies, along rows or, transposed,
+// not transposed, the panel is whole and C has few rows (under 4 * kMR
+// with A transposed, under kPanelMinM = 96 without); otherwise the panel
+// block is first copied into a small zero-padded buffer. op(A) is never
+// copied: the tiles read it where it lies, along rows or, transposed,
 // along columns.
 #include <algorithm>
 #include <cstdint>
