@@ -162,6 +162,9 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
                      const Tensor& grad, Tensor* buf, Tensor* param);
+void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& decay, double beta_1,
+              double beta_2, double epsilon, double weight_decay, const Tensor& grad, Tensor* m,
+              Tensor* v, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

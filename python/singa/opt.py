@@ -699,24 +699,24 @@ class Adam(Optimizer):
         _cw.MulScalarInto(self._sum2.data, 1.0 - self.beta_2, v)
         _cw.PowScalarInto(v, -0.5, v)
 
-    def _adam_step(self, param_name, param, g):
+    def _adam_step(self, param_name, param, grad, weight_decay, decay):
+        # one C++ pass (the separate passes for other dtypes and devices):
+        # param *= decay (when given), d = grad + weight_decay * param,
+        # m and v updated from d, param -= step_size * m / (sqrt(v) * v_scale + epsilon)
         m = self._state("m", param_name, param)
         v = self._state("v", param_name, param)
-        _cw.Axpby(1.0 - self.beta_1, g.data, self.beta_1, m.data)
-        tmp = self._scratch(param, 1)
-        _cw.SquareInto(g.data, tmp.data)
-        _cw.Axpby(1.0 - self.beta_2, tmp.data, self.beta_2, v.data)
-        _cw.SqrtInto(v.data, tmp.data)
-        _cw.MulInto(tmp.data, self._v_scale.data, tmp.data)
-        _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
-        _cw.DivInto(m.data, tmp.data, tmp.data)
-        _cw.AxpyTensor(-1.0, self._step_size.data, tmp.data, param.data)
+        _cw.AdamStep(self._step_size.data, self._v_scale.data,
+                     _cw.Tensor() if decay is None else decay, self.beta_1, self.beta_2,
+                     self.epsilon, weight_decay, grad.data, m.data, v.data, param.data)
 
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad)
-        self._adam_step(param_name, param, g)
+        wd = _constant(self.weight_decay)
+        if wd is None:
+            # a scheduled decay is a tensor: added to the gradient first
+            grad, wd = self._decayed(param, grad), 0.0
+        self._adam_step(param_name, param, grad, wd, None)
 
 
 class AdamW(Adam):
@@ -746,6 +746,5 @@ class AdamW(Adam):
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        if _constant(self.weight_decay) != 0:
-            _cw.MulInto(param.data, self._decay.data, param.data)
-        self._adam_step(param_name, param, grad)
+        decoupled = _constant(self.weight_decay) != 0
+        self._adam_step(param_name, param, grad, 0.0, self._decay.data if decoupled else None)

@@ -316,6 +316,81 @@ def test_sgd_momentum_step_errors():
                            b.data, p.data)
 
 
+def _adam_want(p0, g, m0, v0, ss, vs, decay, wd, b1=0.9, b2=0.999, eps=1e-8):
+    p, g, m, v = (a.astype(np.float64) for a in (p0, g, m0, v0))
+    if decay is not None:
+        p = p * decay
+    d = g + wd * p
+    m = b1 * m + (1 - b1) * d
+    v = b2 * v + (1 - b2) * d * d
+    return p - ss * m / (np.sqrt(v) * vs + eps), m, v
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031), (256, 300)])
+@pytest.mark.parametrize("wd,decay", [(0.0, None), (0.01, None), (0.0, 0.995)])
+def test_adam_step_matches_float64(shape, wd, decay, threads):
+    # the fused pass (L2 decay, AdamW's decoupled decay, neither) against
+    # the formulas in float64 over odd sizes and sizes split across
+    # threads; transposed and float16 operands take the separate passes
+    import singa
+    from singa import singa_wrap as cw
+    rng = np.random.default_rng(6)
+    p0, g, m0 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    v0 = np.abs(rng.standard_normal(shape)).astype(np.float32)
+    ss, vs = 0.01 / (1 - 0.9 ** 3), 1 / np.sqrt(1 - 0.999 ** 3)
+    p_want, m_want, v_want = _adam_want(p0, g, m0, v0, ss, vs, decay, wd)
+
+    def scalar(x):
+        return tensor.from_numpy(np.array([x], np.float32)).data
+
+    def run(tp, tg, tm, tv):
+        cw.AdamStep(scalar(ss), scalar(vs), cw.Tensor() if decay is None else scalar(decay),
+                    0.9, 0.999, 1e-8, wd, tg.data, tm.data, tv.data, tp.data)
+
+    old = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        tp, tg, tm, tv = (tensor.from_numpy(a) for a in (p0, g, m0, v0))
+        run(tp, tg, tm, tv)
+    finally:
+        singa.set_num_threads(old)
+    np.testing.assert_allclose(tm.numpy(), m_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tv.numpy(), v_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(tg.numpy(), g)
+    if len(shape) == 2:
+        tp, tm, tv = (tensor.from_numpy(a) for a in (p0, m0, v0))
+        run(tp, tensor.from_numpy(np.ascontiguousarray(g.T)).T, tm, tv)
+        np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tv.numpy(), v_want, rtol=1e-6, atol=1e-6)
+    half = [tensor.from_numpy(a.astype(np.float16)) for a in (p0, g, m0, v0)]
+    run(*half)
+    np.testing.assert_allclose(half[2].numpy(), m_want, rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(half[0].numpy(), p_want, rtol=5e-3, atol=5e-3)
+
+
+def test_adam_step_errors():
+    from singa import singa_wrap as cw
+    p, m, v = tensor.Tensor((2, 3)), tensor.Tensor((2, 3)), tensor.Tensor((2, 3))
+    one = tensor.from_numpy(np.array([0.1], np.float32)).data
+
+    def step(ss=one, vs=one, decay=None, g=p.data, m=m.data, v=v.data):
+        cw.AdamStep(ss, vs, cw.Tensor() if decay is None else decay, 0.9, 0.999, 1e-8, 0.0,
+                    g, m, v, p.data)
+
+    with pytest.raises(ValueError, match=r"grad \(4,\) and parameter \(2, 3\) differ in size"):
+        step(g=tensor.Tensor((4,)).data)
+    with pytest.raises(ValueError, match=r"state buffer \(3, 2, 2\) and parameter"):
+        step(v=tensor.Tensor((3, 2, 2)).data)
+    with pytest.raises(ValueError, match=r"step_size must have one element, got shape \(2,\)"):
+        step(ss=tensor.Tensor((2,)).data)
+    with pytest.raises(TypeError, match=r"decay must be float32, got int32"):
+        step(decay=tensor.Tensor((1,), dtype=tensor.int32).data)
+    with pytest.raises(TypeError, match=r"int32"):
+        step(m=tensor.Tensor((2, 3), dtype=tensor.int32).data)
+
+
 def test_axpy_tensor_errors():
     from singa import singa_wrap as cw
     y = tensor.Tensor((2, 3))

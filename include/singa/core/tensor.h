@@ -183,6 +183,17 @@ void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 // lr is a one-element float32 tensor read when the work runs.
 void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
                      const Tensor& grad, Tensor* buf, Tensor* param);
+// Adam, in place and in one pass over host float32 tensors (separate passes
+// elsewhere), rounding each step as those passes would:
+//   param *= decay[0]                      (AdamW; skipped when decay is empty)
+//   d = grad + weight_decay * param;  m = beta_1 * m + (1 - beta_1) * d
+//   v = beta_2 * v + (1 - beta_2) * d * d
+//   param -= step_size[0] * m / (sqrt(v) * v_scale[0] + epsilon)
+// step_size (lr / (1 - beta_1^t)), v_scale (1 / sqrt(1 - beta_2^t)) and
+// decay are one-element float32 tensors read when the work runs.
+void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& decay, double beta_1,
+              double beta_2, double epsilon, double weight_decay, const Tensor& grad, Tensor* m,
+              Tensor* v, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.
