@@ -1,6 +1,8 @@
 """Timing and table helpers shared by the benchmark scripts. Importing this
 module imports no framework, so it is safe in every side's process."""
 
+import argparse
+import os
 import time
 
 
@@ -33,3 +35,18 @@ def print_table(title, header, rows, out=print):
     out("-" * len(line))
     for r in rows:
         out("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))
+
+
+def per_op_args(doc, argv=None):
+    """The options of the benches that time ops one by one: --threads,
+    --rounds and --quick; the description is the first line of `doc`."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="shorter timing rounds")
+    return ap.parse_args(argv)
+
+
+def load_line(what):
+    """`what`, then the machine's load averages."""
+    return f"{what}, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}"

@@ -15,7 +15,6 @@ the median over rounds in microseconds, with singa's separate passes and
 PyTorch over singa's one pass.
 """
 
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness  # noqa: E402
-from common import best_time, print_table  # noqa: E402
+from common import best_time, load_line, per_op_args, print_table  # noqa: E402
 
 SIZES = [("lenet conv2 50x20x5x5", 25000), ("mlp fc1 784x256", 200704),
          ("lenet fc1 800x500", 400000), ("r18 512x512x3x3", 2359296)]
@@ -128,12 +127,8 @@ def torch_side(threads, quick=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="shorter timing rounds")
-    args = ap.parse_args(argv)
-    print(f"optimizer updates, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    args = per_op_args(__doc__, argv)
+    print(load_line("optimizer updates"))
     print(_harness.describe(args.rounds))
     sides = [_harness.Side("singa", "optim:singa_side", {"quick": args.quick}),
              _harness.Side("numpy", "optim:numpy_side", {"quick": args.quick}),

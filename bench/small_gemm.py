@@ -13,7 +13,6 @@ a process of its own (bench/_harness.py); a GEMM's time is the best of
 several timed repeats, the table shows the median over rounds.
 """
 
-import argparse
 import os
 import sys
 
@@ -21,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness  # noqa: E402
-from common import best_time, print_table  # noqa: E402
+from common import best_time, load_line, per_op_args, print_table  # noqa: E402
 
 # (label, m, k, n, transpose A, transpose B)
 SHAPES = [
@@ -78,12 +77,8 @@ def torch_gemm(threads, quick=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="shorter timing rounds")
-    args = ap.parse_args(argv)
-    print(f"small GEMMs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    args = per_op_args(__doc__, argv)
+    print(load_line("small GEMMs"))
     print(_harness.describe(args.rounds))
     sides = [_harness.Side(name, "small_gemm:singa_gemm", {"path": path, "quick": args.quick})
              for name, path in (("blas", "blas"), ("small", "small"), ("auto", "auto"))]
