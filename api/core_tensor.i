@@ -165,6 +165,10 @@ void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool 
 void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& decay, double beta_1,
               double beta_2, double epsilon, double weight_decay, const Tensor& grad, Tensor* m,
               Tensor* v, Tensor* param);
+void RMSPropStep(const Tensor& lr, double rho, double epsilon, double weight_decay,
+                 const Tensor& grad, Tensor* running_average, Tensor* param);
+void AdaGradStep(const Tensor& lr, double epsilon, double weight_decay, const Tensor& grad,
+                 Tensor* history, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 Tensor Repeat(const Tensor& x, const std::vector<size_t>& repeats, int axis);

@@ -1,7 +1,8 @@
 """Optimizer updates, one parameter at a time: singa's one-pass SGD with
-momentum and Adam (SGDMomentumStep, AdamStep) against the same steps as
-separate element-wise passes (the ops singa takes for other dtypes and
-devices), NumPy's in-place ufuncs, and PyTorch's optimizers.
+momentum, Adam and RMSProp (SGDMomentumStep, AdamStep, RMSPropStep) against
+the same steps as separate element-wise passes (the ops singa takes for
+other dtypes and devices), NumPy's in-place ufuncs, and PyTorch's
+optimizers.
 
     PYTHONPATH=python python bench/optim.py [--threads 1 2] [--rounds 3] [--quick]
 
@@ -26,7 +27,7 @@ from common import best_time, load_line, per_op_args, print_table  # noqa: E402
 
 SIZES = [("lenet conv2 50x20x5x5", 25000), ("mlp fc1 784x256", 200704),
          ("lenet fc1 800x500", 400000), ("r18 512x512x3x3", 2359296)]
-LR, MOM, B1, B2, EPS = 0.01, 0.9, 0.9, 0.999, 1e-8
+LR, MOM, B1, B2, EPS, RHO = 0.01, 0.9, 0.9, 0.999, 1e-8, 0.9
 # Adam's bias corrections at step 3, as the optimizers hold them then.
 STEP_SIZE = LR / (1 - B1 ** 3)
 V_SCALE = 1 / np.sqrt(1 - B2 ** 3)
@@ -74,6 +75,18 @@ def singa_side(threads, quick=False):
         out[f"{label}|adam"] = best_time(
             lambda: cw.AdamStep(ss, vs, none, B1, B2, EPS, 0.0, g, m, v, p), t)
         out[f"{label}|adam passes"] = best_time(adam_passes, t)
+
+        def rmsprop_passes():
+            cw.SquareInto(g, tmp)
+            cw.Axpby(1.0 - RHO, tmp, RHO, v)
+            cw.SqrtInto(v, tmp)
+            cw.AddScalarInto(tmp, EPS, tmp)
+            cw.DivInto(g, tmp, tmp)
+            cw.AxpyTensor(-1.0, lr, tmp, p)
+
+        out[f"{label}|rmsprop"] = best_time(
+            lambda: cw.RMSPropStep(lr, RHO, EPS, 0.0, g, v, p), t)
+        out[f"{label}|rmsprop passes"] = best_time(rmsprop_passes, t)
     return out
 
 
@@ -105,8 +118,20 @@ def numpy_side(threads, quick=False):
             np.multiply(tmp, np.float32(STEP_SIZE), out=tmp)
             np.subtract(p, tmp, out=p)
 
+        def rmsprop():
+            np.multiply(v, np.float32(RHO), out=v)
+            np.multiply(g, g, out=tmp)
+            np.multiply(tmp, np.float32(1 - RHO), out=tmp)
+            np.add(v, tmp, out=v)
+            np.sqrt(v, out=tmp)
+            np.add(tmp, np.float32(EPS), out=tmp)
+            np.divide(g, tmp, out=tmp)
+            np.multiply(tmp, np.float32(LR), out=tmp)
+            np.subtract(p, tmp, out=p)
+
         out[f"{label}|sgd"] = best_time(sgd, t)
         out[f"{label}|adam"] = best_time(adam, t)
+        out[f"{label}|rmsprop"] = best_time(rmsprop, t)
     return out
 
 
@@ -118,7 +143,9 @@ def torch_side(threads, quick=False):
     for label, n in SIZES:
         p, g, _, _ = _arrays(n)
         for kind, make in (("sgd", lambda w: torch.optim.SGD([w], lr=LR, momentum=MOM)),
-                           ("adam", lambda w: torch.optim.Adam([w], lr=LR))):
+                           ("adam", lambda w: torch.optim.Adam([w], lr=LR)),
+                           ("rmsprop", lambda w: torch.optim.RMSprop([w], lr=LR, alpha=RHO,
+                                                                     eps=EPS))):
             w = torch.nn.Parameter(torch.from_numpy(p.copy()))
             w.grad = torch.from_numpy(g.copy())
             o = make(w)
@@ -138,7 +165,7 @@ def main(argv=None):
         res = _harness.compare(sides, threads=threads, rounds=args.rounds)
         rows = []
         for label, n in SIZES:
-            for kind in ("sgd", "adam"):
+            for kind in ("sgd", "adam", "rmsprop"):
                 one = res["singa"].median(f"{label}|{kind}")
                 passes = res["singa"].median(f"{label}|{kind} passes")
                 cells = [label, kind, f"{one * 1e6:.1f}", f"{passes * 1e6:.1f}",

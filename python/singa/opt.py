@@ -460,6 +460,15 @@ class Optimizer:
             _cw.Axpy(wd, param.data, g.data)
         return g
 
+    def _fused_decay(self, param, grad):
+        """(gradient, weight decay) for a one-pass C++ step: a constant decay
+        goes to the step as a number; a scheduled one is a tensor, added to
+        the gradient here."""
+        wd = _constant(self.weight_decay)
+        if wd is None:
+            return self._decayed(param, grad), 0.0
+        return grad, wd
+
     def _step_by(self, scale, direction, param):
         """param += scale * lr_value * direction."""
         _cw.AxpyTensor(scale, self.lr_value.data, direction.data, param.data)
@@ -592,15 +601,11 @@ class RMSProp(Optimizer):
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad)
+        g, wd = self._fused_decay(param, grad)
         s = self._state("running_average", param_name, param)
-        tmp = self._scratch(param, 1)
-        _cw.SquareInto(g.data, tmp.data)
-        _cw.Axpby(1.0 - self.rho, tmp.data, self.rho, s.data)
-        _cw.SqrtInto(s.data, tmp.data)
-        _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
-        _cw.DivInto(g.data, tmp.data, tmp.data)
-        self._step_by(-1.0, tmp, param)
+        # one C++ pass (the separate passes for other dtypes and devices)
+        _cw.RMSPropStep(self.lr_value.data, self.rho, self.epsilon, wd, g.data, s.data,
+                        param.data)
 
 
 class AdaGrad(Optimizer):
@@ -626,15 +631,10 @@ class AdaGrad(Optimizer):
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        g = self._decayed(param, grad)
+        g, wd = self._fused_decay(param, grad)
         s = self._state("history", param_name, param)
-        tmp = self._scratch(param, 1)
-        _cw.SquareInto(g.data, tmp.data)
-        _cw.AddInto(s.data, tmp.data, s.data)
-        _cw.SqrtInto(s.data, tmp.data)
-        _cw.AddScalarInto(tmp.data, self.epsilon, tmp.data)
-        _cw.DivInto(g.data, tmp.data, tmp.data)
-        self._step_by(-1.0, tmp, param)
+        # one C++ pass (the separate passes for other dtypes and devices)
+        _cw.AdaGradStep(self.lr_value.data, self.epsilon, wd, g.data, s.data, param.data)
 
 
 class Adam(Optimizer):
@@ -712,11 +712,8 @@ class Adam(Optimizer):
     def apply(self, param_name, param_value, param_grad):
         param, grad = param_value, param_grad
         self._check(param_name, param, grad)
-        wd = _constant(self.weight_decay)
-        if wd is None:
-            # a scheduled decay is a tensor: added to the gradient first
-            grad, wd = self._decayed(param, grad), 0.0
-        self._adam_step(param_name, param, grad, wd, None)
+        g, wd = self._fused_decay(param, grad)
+        self._adam_step(param_name, param, g, wd, None)
 
 
 class AdamW(Adam):

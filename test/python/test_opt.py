@@ -391,6 +391,63 @@ def test_adam_step_errors():
         step(m=tensor.Tensor((2, 3), dtype=tensor.int32).data)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031)])
+@pytest.mark.parametrize("kind", ["rmsprop", "adagrad"])
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_root_mean_steps_match_float64(kind, shape, wd, threads):
+    # RMSPropStep and AdaGradStep against the formulas in float64; a
+    # transposed gradient and float16 take the separate passes
+    import singa
+    from singa import singa_wrap as cw
+    rng = np.random.default_rng(7)
+    p0, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    s0 = np.abs(rng.standard_normal(shape)).astype(np.float32)
+    lr, rho, eps = 0.01, 0.9, 1e-7
+    d = g.astype(np.float64) + wd * p0.astype(np.float64)
+    keep, add = (rho, 1 - rho) if kind == "rmsprop" else (1.0, 1.0)
+    s_want = keep * s0.astype(np.float64) + add * d * d
+    p_want = p0.astype(np.float64) - lr * d / (np.sqrt(s_want) + eps)
+    rate = tensor.from_numpy(np.array([lr], np.float32)).data
+
+    def run(tp, tg, ts):
+        if kind == "rmsprop":
+            cw.RMSPropStep(rate, rho, eps, wd, tg.data, ts.data, tp.data)
+        else:
+            cw.AdaGradStep(rate, eps, wd, tg.data, ts.data, tp.data)
+
+    old = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        tp, tg, ts = (tensor.from_numpy(a) for a in (p0, g, s0))
+        run(tp, tg, ts)
+    finally:
+        singa.set_num_threads(old)
+    np.testing.assert_allclose(ts.numpy(), s_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(tg.numpy(), g)
+    if len(shape) == 2:
+        tp, ts = tensor.from_numpy(p0), tensor.from_numpy(s0)
+        run(tp, tensor.from_numpy(np.ascontiguousarray(g.T)).T, ts)
+        np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
+    half = [tensor.from_numpy(a.astype(np.float16)) for a in (p0, g, s0)]
+    run(*half)
+    np.testing.assert_allclose(half[0].numpy(), p_want, rtol=5e-3, atol=5e-3)
+
+
+def test_root_mean_step_errors():
+    from singa import singa_wrap as cw
+    p, s = tensor.Tensor((2, 3)), tensor.Tensor((2, 3))
+    lr = tensor.from_numpy(np.array([0.1], np.float32)).data
+    with pytest.raises(ValueError, match=r"RMSPropStep: grad \(5,\) and parameter"):
+        cw.RMSPropStep(lr, 0.9, 1e-8, 0.0, tensor.Tensor((5,)).data, s.data, p.data)
+    with pytest.raises(ValueError, match=r"AdaGradStep: state buffer \(7,\) and parameter"):
+        cw.AdaGradStep(lr, 1e-8, 0.0, p.data, tensor.Tensor((7,)).data, p.data)
+    with pytest.raises(TypeError, match=r"lr must be float32, got int32"):
+        cw.AdaGradStep(tensor.Tensor((1,), dtype=tensor.int32).data, 1e-8, 0.0, p.data, s.data,
+                       p.data)
+
+
 def test_axpy_tensor_errors():
     from singa import singa_wrap as cw
     y = tensor.Tensor((2, 3))

@@ -194,6 +194,16 @@ void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool 
 void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& decay, double beta_1,
               double beta_2, double epsilon, double weight_decay, const Tensor& grad, Tensor* m,
               Tensor* v, Tensor* param);
+// RMSProp and AdaGrad, in place and in one pass over host float32 tensors
+// (separate passes elsewhere), rounding each step as those passes would:
+//   d = grad + weight_decay * param
+//   RMSProp: running_average = rho * running_average + (1 - rho) * d * d
+//   AdaGrad: history = history + d * d
+//   param -= lr[0] * d / (sqrt(running_average or history) + epsilon)
+void RMSPropStep(const Tensor& lr, double rho, double epsilon, double weight_decay,
+                 const Tensor& grad, Tensor* running_average, Tensor* param);
+void AdaGradStep(const Tensor& lr, double epsilon, double weight_decay, const Tensor& grad,
+                 Tensor* history, Tensor* param);
 
 Tensor ConcatOn(const std::vector<Tensor>& xs, int axis);
 // NumPy repeat: one count for every element, or one count per element.

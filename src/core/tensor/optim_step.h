@@ -31,10 +31,20 @@ struct AdamArgs {
   bool scaled;
 };
 
+// RMSProp (keep = rho, add = 1 - rho) and AdaGrad (keep = add = 1):
+// s = add * d * d + keep * s, p += k * d / (sqrt(s) + eps).
+struct RmsArgs {
+  const float* g;
+  float* s;
+  float* p;
+  float keep, add, eps, weight_decay, k;  // k = -lr
+};
+
 // Elements [lo, hi) of one step, rounding each operation as the separate
 // element-wise passes do.
 SINGA_ISA_DECLARE(void SgdSpan(const SgdArgs& a, int64_t lo, int64_t hi);
-                  void AdamSpan(const AdamArgs& a, int64_t lo, int64_t hi);)
+                  void AdamSpan(const AdamArgs& a, int64_t lo, int64_t hi);
+                  void RmsSpan(const RmsArgs& a, int64_t lo, int64_t hi);)
 
 }  // namespace cpu
 }  // namespace singa

@@ -56,6 +56,24 @@ void Adam(const AdamArgs& a, int64_t lo, int64_t hi) {
   }
 }
 
+// Each step rounds as Axpy, SquareInto, Axpby (or AddInto), SqrtInto,
+// AddScalarInto, DivInto and AxpyTensor do.
+template <bool kDecay>
+void Rms(const RmsArgs& a, int64_t lo, int64_t hi) {
+  const float* __restrict g = a.g;
+  float* __restrict s = a.s;
+  float* __restrict p = a.p;
+  const float keep = a.keep, add = a.add, eps = a.eps, wd = a.weight_decay, k = a.k;
+#pragma omp simd
+  for (int64_t i = lo; i < hi; ++i) {
+    const float q = p[i];
+    const float d = kDecay ? wd * q + 1.f * g[i] : g[i];
+    const float si = add * (d * d) + keep * s[i];
+    s[i] = si;
+    p[i] = k * (d / (std::sqrt(si) + eps)) + 1.f * q;
+  }
+}
+
 }  // namespace
 
 void SgdSpan(const SgdArgs& a, int64_t lo, int64_t hi) {
@@ -72,6 +90,10 @@ void AdamSpan(const AdamArgs& a, int64_t lo, int64_t hi) {
     decay ? Adam<true, true>(a, lo, hi) : Adam<true, false>(a, lo, hi);
   else
     decay ? Adam<false, true>(a, lo, hi) : Adam<false, false>(a, lo, hi);
+}
+
+void RmsSpan(const RmsArgs& a, int64_t lo, int64_t hi) {
+  a.weight_decay != 0.f ? Rms<true>(a, lo, hi) : Rms<false>(a, lo, hi);
 }
 
 }  // namespace SINGA_ISA_NS

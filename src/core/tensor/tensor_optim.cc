@@ -1,7 +1,8 @@
-// Optimizer steps as one pass over host float32 tensors: SGD with momentum
-// and Adam (their element loops are in optim_step_isa.cc). Other dtypes and
-// devices, views and aliased buffers take the separate element-wise passes
-// these replace; the fused loops round every step as those passes do.
+// Optimizer steps as one pass over host float32 tensors: SGD with momentum,
+// Adam, RMSProp and AdaGrad (their element loops are in optim_step_isa.cc).
+// Other dtypes and devices, views and aliased buffers take the separate
+// element-wise passes these replace; the fused loops round every step as
+// those passes do.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -121,6 +122,44 @@ void SgdRange(const cpu::SgdArgs& a, int64_t lo, int64_t hi) {
 void AdamRange(const cpu::AdamArgs& a, int64_t lo, int64_t hi) {
   SINGA_ISA_DISPATCH(AdamSpan(a, lo, hi));
 }
+void RmsRange(const cpu::RmsArgs& a, int64_t lo, int64_t hi) {
+  SINGA_ISA_DISPATCH(RmsSpan(a, lo, hi));
+}
+
+// RMSProp's and AdaGrad's step: s = add * d * d + keep * s,
+// param -= lr[0] * d / (sqrt(s) + epsilon), d = grad + weight_decay * param.
+void RootMeanStep(const char* name, const Tensor& lr, double keep, double add, double epsilon,
+                  double weight_decay, const Tensor& grad, Tensor* s, Tensor* param) {
+  CheckStateTensors(name, grad, {s}, *param);
+  CheckScalarTensor(name, "lr", lr, *param);
+  const float kp = float(keep), ad = float(add), eps = float(epsilon), wd = float(weight_decay);
+  if (!FusedStepFits(grad, {s}, *param)) {
+    Tensor d = grad.Reshape(param->shape());
+    if (wd != 0.f) {
+      d = Tensor(param->shape(), param->device(), param->data_type());
+      d.CopyData(grad);
+      Axpy(wd, *param, &d);
+    }
+    Tensor t(param->shape(), param->device(), param->data_type());
+    SquareInto(d, &t);
+    Axpby(ad, t, kp, s);
+    SqrtInto(*s, &t);
+    AddScalarInto(t, eps, &t);
+    DivInto(d, t, &t);
+    AxpyTensor(-1.f, lr, t, param);
+    return;
+  }
+  if (param->Size() == 0) return;
+  Tensor g = grad, ts = *s, p = *param, r = lr;
+  param->device()->Exec(
+      [g, ts, p, r, kp, ad, eps, wd](Context*) mutable {
+        const int64_t n = static_cast<int64_t>(p.Size());
+        const cpu::RmsArgs a{g.data<float>(), ts.mutable_data<float>(), p.mutable_data<float>(),
+                             kp, ad, eps, wd, -1.f * r.data<float>()[0]};
+        ParallelUpdate(n, a.p, [&a](int64_t lo, int64_t hi) { RmsRange(a, lo, hi); });
+      },
+      {g.block(), r.block(), ts.block(), p.block()}, {ts.block(), p.block()});
+}
 }  // namespace
 
 void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
@@ -202,6 +241,17 @@ void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& deca
       {g.block(), ss.block(), vs.block(), scaled ? dc.block() : nullptr, tm.block(), tv.block(),
        p.block()},
       {tm.block(), tv.block(), p.block()});
+}
+
+void RMSPropStep(const Tensor& lr, double rho, double epsilon, double weight_decay,
+                 const Tensor& grad, Tensor* running_average, Tensor* param) {
+  RootMeanStep("RMSPropStep", lr, rho, 1.0 - rho, epsilon, weight_decay, grad, running_average,
+               param);
+}
+
+void AdaGradStep(const Tensor& lr, double epsilon, double weight_decay, const Tensor& grad,
+                 Tensor* history, Tensor* param) {
+  RootMeanStep("AdaGradStep", lr, 1.0, 1.0, epsilon, weight_decay, grad, history, param);
 }
 
 }  // namespace singa
