@@ -103,14 +103,16 @@ def numpy_side(threads, quick=False):
             np.multiply(m, np.float32(LR), out=tmp)
             np.subtract(p, tmp, out=p)
 
+        def average(acc, beta, x):
+            # acc = beta * acc + (1 - beta) * x, through tmp (x may be tmp)
+            np.multiply(acc, np.float32(beta), out=acc)
+            np.multiply(x, np.float32(1 - beta), out=tmp)
+            np.add(acc, tmp, out=acc)
+
         def adam():
-            np.multiply(m, np.float32(B1), out=m)
-            np.multiply(g, np.float32(1 - B1), out=tmp)
-            np.add(m, tmp, out=m)
-            np.multiply(v, np.float32(B2), out=v)
+            average(m, B1, g)
             np.multiply(g, g, out=tmp)
-            np.multiply(tmp, np.float32(1 - B2), out=tmp)
-            np.add(v, tmp, out=v)
+            average(v, B2, tmp)
             np.sqrt(v, out=tmp)
             np.multiply(tmp, np.float32(V_SCALE), out=tmp)
             np.add(tmp, np.float32(EPS), out=tmp)
@@ -119,10 +121,8 @@ def numpy_side(threads, quick=False):
             np.subtract(p, tmp, out=p)
 
         def rmsprop():
-            np.multiply(v, np.float32(RHO), out=v)
             np.multiply(g, g, out=tmp)
-            np.multiply(tmp, np.float32(1 - RHO), out=tmp)
-            np.add(v, tmp, out=v)
+            average(v, RHO, tmp)
             np.sqrt(v, out=tmp)
             np.add(tmp, np.float32(EPS), out=tmp)
             np.divide(g, tmp, out=tmp)

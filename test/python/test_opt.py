@@ -6,9 +6,20 @@ import math
 import numpy as np
 import pytest
 
+import singa
 from singa import opt, tensor
 
 STEPS = 6
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    """Runs the test at 1 and 2 threads (the fused steps split parameters
+    from 32768 floats), restoring the count after."""
+    before = singa.get_num_threads()
+    singa.set_num_threads(request.param)
+    yield request.param
+    singa.set_num_threads(before)
 
 
 def _param_and_grads(seed=0, shape=(4, 3)):
@@ -265,14 +276,12 @@ def test_axpy_forms_match_numpy():
                                rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031), (256, 300)])
 @pytest.mark.parametrize("wd,nesterov", [(0.0, False), (0.01, False), (0.1, True)])
 def test_sgd_momentum_step_matches_float64(shape, wd, nesterov, threads):
     # the fused pass against the formulas in float64, over odd sizes (SIMD
     # tails) and sizes that split across threads; the separate passes
     # (float16 and transposed views take them) against it
-    import singa
     from singa import singa_wrap as cw
     rng = np.random.default_rng(5)
     p0, g, b0 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
@@ -281,14 +290,9 @@ def test_sgd_momentum_step_matches_float64(shape, wd, nesterov, threads):
     b_want = mom * b0.astype(np.float64) + d
     step = d + mom * b_want if nesterov else b_want
     p_want = p0.astype(np.float64) - lr * step
-    old = singa.get_num_threads()
-    singa.set_num_threads(threads)
-    try:
-        tp, tb, tg = (tensor.from_numpy(a) for a in (p0, b0, g))
-        rate = tensor.from_numpy(np.array([lr], np.float32))
-        cw.SGDMomentumStep(rate.data, mom, wd, nesterov, tg.data, tb.data, tp.data)
-    finally:
-        singa.set_num_threads(old)
+    tp, tb, tg = (tensor.from_numpy(a) for a in (p0, b0, g))
+    rate = tensor.from_numpy(np.array([lr], np.float32))
+    cw.SGDMomentumStep(rate.data, mom, wd, nesterov, tg.data, tb.data, tp.data)
     np.testing.assert_allclose(tb.numpy(), b_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(tg.numpy(), g)
@@ -326,14 +330,12 @@ def _adam_want(p0, g, m0, v0, ss, vs, decay, wd, b1=0.9, b2=0.999, eps=1e-8):
     return p - ss * m / (np.sqrt(v) * vs + eps), m, v
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031), (256, 300)])
 @pytest.mark.parametrize("wd,decay", [(0.0, None), (0.01, None), (0.0, 0.995)])
 def test_adam_step_matches_float64(shape, wd, decay, threads):
     # the fused pass (L2 decay, AdamW's decoupled decay, neither) against
     # the formulas in float64 over odd sizes and sizes split across
     # threads; transposed and float16 operands take the separate passes
-    import singa
     from singa import singa_wrap as cw
     rng = np.random.default_rng(6)
     p0, g, m0 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
@@ -348,13 +350,8 @@ def test_adam_step_matches_float64(shape, wd, decay, threads):
         cw.AdamStep(scalar(ss), scalar(vs), cw.Tensor() if decay is None else scalar(decay),
                     0.9, 0.999, 1e-8, wd, tg.data, tm.data, tv.data, tp.data)
 
-    old = singa.get_num_threads()
-    singa.set_num_threads(threads)
-    try:
-        tp, tg, tm, tv = (tensor.from_numpy(a) for a in (p0, g, m0, v0))
-        run(tp, tg, tm, tv)
-    finally:
-        singa.set_num_threads(old)
+    tp, tg, tm, tv = (tensor.from_numpy(a) for a in (p0, g, m0, v0))
+    run(tp, tg, tm, tv)
     np.testing.assert_allclose(tm.numpy(), m_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(tv.numpy(), v_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
@@ -391,14 +388,12 @@ def test_adam_step_errors():
         step(m=tensor.Tensor((2, 3), dtype=tensor.int32).data)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(7,), (32769,), (33, 1031)])
 @pytest.mark.parametrize("kind", ["rmsprop", "adagrad"])
 @pytest.mark.parametrize("wd", [0.0, 0.01])
 def test_root_mean_steps_match_float64(kind, shape, wd, threads):
     # RMSPropStep and AdaGradStep against the formulas in float64; a
     # transposed gradient and float16 take the separate passes
-    import singa
     from singa import singa_wrap as cw
     rng = np.random.default_rng(7)
     p0, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
@@ -416,13 +411,8 @@ def test_root_mean_steps_match_float64(kind, shape, wd, threads):
         else:
             cw.AdaGradStep(rate, eps, wd, tg.data, ts.data, tp.data)
 
-    old = singa.get_num_threads()
-    singa.set_num_threads(threads)
-    try:
-        tp, tg, ts = (tensor.from_numpy(a) for a in (p0, g, s0))
-        run(tp, tg, ts)
-    finally:
-        singa.set_num_threads(old)
+    tp, tg, ts = (tensor.from_numpy(a) for a in (p0, g, s0))
+    run(tp, tg, ts)
     np.testing.assert_allclose(ts.numpy(), s_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(tp.numpy(), p_want, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(tg.numpy(), g)

@@ -115,6 +115,16 @@ void CheckStateTensors(const char* op, const Tensor& grad,
   }
 }
 
+// For the separate passes: grad shaped like param, plus weight_decay *
+// param in a new tensor when the decay is not zero (grad is left as it is).
+Tensor DecayedGrad(const Tensor& grad, float weight_decay, const Tensor& param) {
+  if (weight_decay == 0.f) return grad.Reshape(param.shape());
+  Tensor d(param.shape(), param.device(), param.data_type());
+  d.CopyData(grad);
+  Axpy(weight_decay, param, &d);
+  return d;
+}
+
 // Elements [lo, hi) of a step, in the family the CPU runs.
 void SgdRange(const cpu::SgdArgs& a, int64_t lo, int64_t hi) {
   SINGA_ISA_DISPATCH(SgdSpan(a, lo, hi));
@@ -134,12 +144,7 @@ void RootMeanStep(const char* name, const Tensor& lr, double keep, double add, d
   CheckScalarTensor(name, "lr", lr, *param);
   const float kp = float(keep), ad = float(add), eps = float(epsilon), wd = float(weight_decay);
   if (!FusedStepFits(grad, {s}, *param)) {
-    Tensor d = grad.Reshape(param->shape());
-    if (wd != 0.f) {
-      d = Tensor(param->shape(), param->device(), param->data_type());
-      d.CopyData(grad);
-      Axpy(wd, *param, &d);
-    }
+    const Tensor d = DecayedGrad(grad, wd, *param);
     Tensor t(param->shape(), param->device(), param->data_type());
     SquareInto(d, &t);
     Axpby(ad, t, kp, s);
@@ -168,12 +173,7 @@ void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool 
   CheckStateTensors(name, grad, {buf}, *param);
   CheckScalarTensor(name, "lr", lr, *param);
   if (!FusedStepFits(grad, {buf}, *param)) {
-    Tensor d = grad.Reshape(param->shape());
-    if (weight_decay != 0.f) {
-      d = Tensor(param->shape(), param->device(), param->data_type());
-      d.CopyData(grad);
-      Axpy(weight_decay, *param, &d);
-    }
+    const Tensor d = DecayedGrad(grad, weight_decay, *param);
     Axpby(1.f, d, momentum, buf);
     AxpyTensor(-1.f, lr, nesterov ? d : *buf, param);
     if (nesterov) AxpyTensor(-momentum, lr, *buf, param);
@@ -209,12 +209,7 @@ void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& deca
       return x.data_type() == param->data_type() ? x : x.AsType(param->data_type());
     };
     if (!decay.empty()) MulInto(*param, as_param(decay), param);
-    Tensor d = grad.Reshape(param->shape());
-    if (wd != 0.f) {
-      d = Tensor(param->shape(), param->device(), param->data_type());
-      d.CopyData(grad);
-      Axpy(wd, *param, &d);
-    }
+    const Tensor d = DecayedGrad(grad, wd, *param);
     Axpby(c1, d, b1, m);
     Tensor t(param->shape(), param->device(), param->data_type());
     SquareInto(d, &t);
