@@ -6,11 +6,14 @@ GPU), for tests that compare it with the default CPU device. GPU cases skip
 with the reason when there is none. `torch` is PyTorch for the tests that
 compare against it (skipped when it is not installed; such tests are marked
 `torch`, so CI can run them alone after installing it: `pytest -m torch`).
+`threads` runs a test at 1 and 2 CPU threads (a test that parametrizes
+`threads` itself overrides it).
 """
 
 import numpy as np
 import pytest
 
+import singa
 from singa import device, singa_wrap
 
 
@@ -53,6 +56,15 @@ def _reset_autograd_training():
     from singa import autograd
     yield
     autograd.training = False
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    """singa's CPU thread count for the test, restored after it."""
+    before = singa.get_num_threads()
+    singa.set_num_threads(request.param)
+    yield request.param
+    singa.set_num_threads(before)
 
 
 @pytest.fixture

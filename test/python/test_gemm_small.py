@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import singa
 from singa import singa_wrap as cw
 from singa import tensor
 from singa._tensor import _wrap
@@ -27,14 +26,6 @@ def small_path():
     cw.SetCpuGemmPath("small")
     yield
     cw.SetCpuGemmPath("auto")
-
-
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    before = singa.get_num_threads()
-    singa.set_num_threads(request.param)
-    yield request.param
-    singa.set_num_threads(before)
 
 
 def _window(t, pad, shape):

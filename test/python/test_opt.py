@@ -6,20 +6,9 @@ import math
 import numpy as np
 import pytest
 
-import singa
 from singa import opt, tensor
 
 STEPS = 6
-
-
-@pytest.fixture(params=[1, 2])
-def threads(request):
-    """Runs the test at 1 and 2 threads (the fused steps split parameters
-    from 32768 floats), restoring the count after."""
-    before = singa.get_num_threads()
-    singa.set_num_threads(request.param)
-    yield request.param
-    singa.set_num_threads(before)
 
 
 def _param_and_grads(seed=0, shape=(4, 3)):

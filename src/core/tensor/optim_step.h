@@ -40,8 +40,9 @@ struct RmsArgs {
   float keep, add, eps, weight_decay, k;  // k = -lr
 };
 
-// Elements [lo, hi) of one step, rounding each operation as the separate
-// element-wise passes do.
+// Elements [lo, hi) of one step: the separate element-wise passes'
+// operations in their order (under the families' flags a multiply and an
+// add may be fused here, as they may be in those passes).
 SINGA_ISA_DECLARE(void SgdSpan(const SgdArgs& a, int64_t lo, int64_t hi);
                   void AdamSpan(const AdamArgs& a, int64_t lo, int64_t hi);
                   void RmsSpan(const RmsArgs& a, int64_t lo, int64_t hi);)
