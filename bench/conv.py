@@ -7,7 +7,10 @@ inference comparisons of issue 12.
 Prints, for each thread count:
   1. the CPU (model, ISA flags, the kernel family singa runs) with its
      multiply-add peak, measured by singa itself: a loop of independent
-     vector FMAs at that family's width (singa_wrap.CpuFmaPeak);
+     vector FMAs at that family's width (singa_wrap.CpuFmaPeak), and its
+     memory bandwidth, a copy of 64 MiB at the start and end of each
+     layer run (a layer that reads or writes tens of MB at a few FLOPs per
+     byte follows it: on a shared host it moves by 1.5x within minutes);
   2. per layer, for LeNet and ResNet-18 (32x32 inputs) shapes at batch 64:
      GFLOP/s of the convolution forward, backward-data and backward-weight
      passes and their share of that peak; max pooling and batch norm move
@@ -65,6 +68,9 @@ BN_LAYERS = [
     ("r18 bn 256@8", (64, 256, 8, 8)),
 ]
 INFER_BATCHES = (1, 32)
+# A copy of this many floats (64 MiB, twice the largest L3 seen here) gives
+# the memory bandwidth at the start and end of each layer run.
+MEMORY_FLOATS = 16 << 20
 PASSES = ("fwd", "bwd data", "bwd weight")
 
 
@@ -141,6 +147,8 @@ def layer_side(threads, quick=False):
     out = {"peak": cw.CpuFmaPeak(threads, 0.1 if quick else 0.3)}
     rng = np.random.default_rng(0)
     cpus = _probe_cpus() if threads > 1 else None
+    big = tensor.from_numpy(np.ones(MEMORY_FLOATS, np.float32)).data
+    out["memory|start"] = 8 * MEMORY_FLOATS / _best(lambda: big.Clone(), reps)
 
     def probe(name):
         if cpus:
@@ -183,6 +191,7 @@ def layer_side(threads, quick=False):
             lambda: cw.BatchNormForwardTraining(x, scale, bias, 1e-5), reps)
         out[name + "|bwd"] = _best(
             lambda: cw.BatchNormBackward(x, dy, scale, mean, var, 1e-5), reps)
+    out["memory|end"] = 8 * MEMORY_FLOATS / _best(lambda: big.Clone(), reps)
     return out
 
 
@@ -253,6 +262,12 @@ def layer_tables(threads, rounds, quick, out=print):
     out("\nCPU peak, measured: a loop of independent vector FMAs at singa's width")
     for n in threads:
         out(f"  {n} thread(s): {res[n].max('peak'):.1f} GFLOP/s")
+    out("memory, measured: a copy of 64 MiB (GB/s read + written), at the start and end of "
+        "each round's layers")
+    for n in threads:
+        rates = [v * 1e-9 for k in ("start", "end") for v in res[n].values("memory|" + k)]
+        out(f"  {n} thread(s): {min(rates):.1f}-{max(rates):.1f} GB/s, median "
+            f"{statistics.median(rates):.1f}")
 
     def pct(v, peak):
         return f"{v:7.1f} {100 * v / peak:4.0f}%"
