@@ -176,15 +176,16 @@ void Axpby(float alpha, const Tensor& x, float beta, Tensor* y);
 // updates in place, so recorded graphs use its current value).
 void AxpyTensor(float scale, const Tensor& alpha, const Tensor& x, Tensor* y);
 // SGD with momentum, in place and in one pass over host float32 tensors
-// (separate passes elsewhere), rounding each step as Axpy, Axpby and
-// AxpyTensor would:
+// (separate passes elsewhere), with the operations and order of Axpy,
+// Axpby and AxpyTensor (a multiply and an add may fuse in either, so the
+// two agree to about one unit in the last place, not bit for bit):
 //   d = grad + weight_decay * param;  buf = momentum * buf + d;
 //   param -= lr[0] * (nesterov ? d + momentum * buf : buf)
 // lr is a one-element float32 tensor read when the work runs.
 void SGDMomentumStep(const Tensor& lr, float momentum, float weight_decay, bool nesterov,
                      const Tensor& grad, Tensor* buf, Tensor* param);
 // Adam, in place and in one pass over host float32 tensors (separate passes
-// elsewhere), rounding each step as those passes would:
+// elsewhere), with those passes' operations and order (as SGDMomentumStep):
 //   param *= decay[0]                      (AdamW; skipped when decay is empty)
 //   d = grad + weight_decay * param;  m = beta_1 * m + (1 - beta_1) * d
 //   v = beta_2 * v + (1 - beta_2) * d * d
@@ -195,7 +196,8 @@ void AdamStep(const Tensor& step_size, const Tensor& v_scale, const Tensor& deca
               double beta_2, double epsilon, double weight_decay, const Tensor& grad, Tensor* m,
               Tensor* v, Tensor* param);
 // RMSProp and AdaGrad, in place and in one pass over host float32 tensors
-// (separate passes elsewhere), rounding each step as those passes would:
+// (separate passes elsewhere), with those passes' operations and order (as
+// SGDMomentumStep):
 //   d = grad + weight_decay * param
 //   RMSProp: running_average = rho * running_average + (1 - rho) * d * d
 //   AdaGrad: history = history + d * d
