@@ -310,6 +310,40 @@ def test_conv2d_flat_shift_weight_gradient(case, threads):
                                conv_dw_ref(x, dy, case["w"], p), rtol=1e-4, atol=1e-3)
 
 
+# Strided weight gradients whose dy planes are read in place (16x16 outputs,
+# more than 1024 pixels in all): the next image's input and dy are fetched
+# ahead while one image is summed.
+STRIDED_DW_CASES = [
+    dict(x=(5, 8, 32, 32), w=(6, 8, 1, 1), pad=0),
+    dict(x=(5, 4, 32, 32), w=(5, 4, 3, 3), pad=1),
+]
+
+
+def conv_dw_strided_ref(x, dy, wshape, s, p):
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = dy.shape[2:]
+    dw = np.zeros(wshape)
+    for i in range(wshape[2]):
+        for j in range(wshape[3]):
+            dw[:, :, i, j] = np.einsum("nmyx,ncyx->mc", dy.astype(np.float64),
+                                       xp[:, :, i:i + s * oh:s, j:j + s * ow:s])
+    return dw
+
+
+@pytest.mark.parametrize("case", STRIDED_DW_CASES, ids=str)
+def test_conv2d_strided_weight_gradient_in_place(case, threads):
+    from singa import autograd, singa_wrap
+
+    x, p, ws = randn(*case["x"]), case["pad"], case["w"]
+    oh = (x.shape[2] + 2 * p - ws[2]) // 2 + 1
+    ow = (x.shape[3] + 2 * p - ws[3]) // 2 + 1
+    dy = randn(x.shape[0], ws[0], oh, ow)
+    dw = singa_wrap.Conv2dBackwardWeight(tensor.from_numpy(x).data, tensor.from_numpy(dy).data,
+                                         list(ws), [2, 2], [p] * 4, [1, 1], 1)
+    np.testing.assert_allclose(autograd.ctensor2numpy(dw), conv_dw_strided_ref(x, dy, ws, 2, p),
+                               rtol=1e-4, atol=1e-3)
+
+
 # Few pixels (one slab of the product) and a long reduction: at 2 threads
 # the forward is split by input channels, whose partial outputs are added.
 ONE_SLAB_CASES = [
