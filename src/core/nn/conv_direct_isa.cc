@@ -225,8 +225,9 @@ struct Dest {
 // the same lines fetched a share per band of tiles at once, about 170 of
 // them, made no difference against no fetch at all (each waits for a free
 // miss buffer, and the misses then overlap little work), where spreading
-// them took 0.78x the time at one thread and 0.81x at two (ResNet-18's
-// stem at batch 64, AVX2 EPYC, Zen 4, alternating call by call).
+// them took 0.76-0.82x the time at one thread and 0.88-0.98x at two
+// (ResNet-18's stem at batch 64, AVX2 EPYC, Zen 4, alternating call by
+// call).
 struct Ahead {
   const float* at[kMaxGroup];
   int images;

@@ -119,9 +119,8 @@ inline void StreamFence() {
 
 // Fetches the cache line at p into L2 (PrefetchL2Line), or share `part` of
 // `parts` of the cache lines of [p, p + floats), for data the next piece of
-// work reads from memory. GCC counts
-// __builtin_prefetch as free of side effects and deleted loops made of
-// nothing else; the asm stays.
+// work reads from memory. GCC counts __builtin_prefetch as free of side
+// effects and deleted loops made of nothing else; the asm stays.
 inline void PrefetchL2Line(const float* p) {
 #if defined(__x86_64__) || defined(__i386__)
   asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(p)));
