@@ -455,11 +455,12 @@ def test_conv2d_small_planes_forward_and_data_gradient(shape, threads):
         singa.set_num_threads(saved)
 
 
-# Data gradients of few-channel layers (the direct form, conv_direct.h) with
-# dy of 8 MiB and more, which fetch the next image's dy while one is
-# computed: one image per pack row, and LeNet's four side by side.
+# Gradients of few-channel layers with dy of 8 MiB and more, which fetch
+# the next image's dy while one is computed: the data gradient's direct
+# form (conv_direct.h; one image per pack row, and LeNet's four side by
+# side) and the flat-shift weight gradient (conv_shift.h).
 @pytest.mark.parametrize("shape", [(64, 1, 28, 64, 5, 0), (33, 3, 32, 64, 3, 1)], ids=str)
-def test_conv2d_direct_data_gradient_fetched_ahead(shape, threads):
+def test_conv2d_few_channel_gradients_fetched_ahead(shape, threads):
     from singa import autograd, singa_wrap
 
     n, c, hw, k, kk, pad = shape
@@ -469,4 +470,8 @@ def test_conv2d_direct_data_gradient_fetched_ahead(shape, threads):
     dx = singa_wrap.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
                                        list(x.shape), [1, 1], [pad] * 4, [1, 1], 1)
     np.testing.assert_allclose(autograd.ctensor2numpy(dx), conv_dx_ref(dy, w, x.shape, pad),
+                               rtol=1e-4, atol=1e-3)
+    dw = singa_wrap.Conv2dBackwardWeight(tensor.from_numpy(x).data, tensor.from_numpy(dy).data,
+                                         list(w.shape), [1, 1], [pad] * 4, [1, 1], 1)
+    np.testing.assert_allclose(autograd.ctensor2numpy(dw), conv_dw_ref(x, dy, w.shape, (pad,) * 4),
                                rtol=1e-4, atol=1e-3)
