@@ -235,51 +235,24 @@ struct Ahead {
   int parts;  // tiles over all channels and bands of the pack
 };
 
-// One tile's share of the next pack: `total` cache lines, the first `lines[0]`
-// of them from at[0], and so on (the share crosses from one image to the
-// next at most kMaxGroup times).
+// One tile's share of the next pack: `floats` floats from at[g] for each of
+// `images` images.
 struct Fetch {
-  const float* at[kMaxGroup + 1];
-  int lines[kMaxGroup + 1];
-  int total = 0;
+  const float* at[kMaxGroup];
+  int images = 0;
+  int64_t floats = 0;
 };
 
-// Share `part` of `ahead.parts` of the next pack's lines, in image order.
+// Share `part` of `ahead.parts` of each image's lines of the next pack.
 Fetch ShareOf(const Ahead& ahead, int64_t part) {
   Fetch f;
-  const int64_t per = (ahead.floats + 15) / 16;
-  const int64_t all = per * ahead.images;
-  int64_t l = all * part / ahead.parts;
-  const int64_t end = all * (part + 1) / ahead.parts;
-  for (int k = 0; l < end && k <= kMaxGroup; ++k) {
-    const int64_t g = l / per, first = l - g * per;
-    const int64_t n = std::min(end - l, per - first);
-    f.at[k] = ahead.at[g] + first * 16;
-    f.lines[k] = int(n);
-    f.total += int(n);
-    l += n;
-  }
+  const int64_t lines = (ahead.floats + 15) / 16;
+  const int64_t l0 = lines * part / ahead.parts;
+  f.images = ahead.images;
+  f.floats = (lines * (part + 1) / ahead.parts - l0) * 16;
+  for (int g = 0; g < ahead.images; ++g) f.at[g] = ahead.at[g] + l0 * 16;
   return f;
 }
-
-// Walks a Fetch, a given number of lines at a time.
-class FetchCursor {
- public:
-  explicit FetchCursor(const Fetch& f) : f_(f) {}
-  void Next(int n) {
-    for (; n > 0; --n) {
-      while (off_ >= f_.lines[seg_]) {
-        ++seg_;
-        off_ = 0;
-      }
-      PrefetchL2Line(f_.at[seg_] + int64_t(off_++) * 16);
-    }
-  }
-
- private:
-  const Fetch& f_;
-  int seg_ = 0, off_ = 0;
-};
 
 // (d.accumulate ? += : =) one vector of a tile: P columns [x, x + kVW) of
 // dx row y.
@@ -312,15 +285,14 @@ template <int KH, int R, int V, bool Edge>
 void Tile(const float* p, int64_t plane, int wp, const float* wc, int mg,
           int kw, const Dest& out, int y0, int x0, int rows, int s_lo,
           int s_hi, const Fetch& fetch) {
-  FetchCursor cursor(fetch);
   Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[r][v] = Vec{};
   for (int m = 0; m < mg; ++m, p += plane, wc += KH * kw) {
-    if (fetch.total > 0)
-      cursor.Next(fetch.total * (m + 1) / mg - fetch.total * m / mg);
+    for (int g = 0; g < fetch.images; ++g)
+      PrefetchL2Part(fetch.at[g], fetch.floats, m, mg);
     for (int kj = 0; kj < kw; ++kj) {
       Vec wv[KH];
 #pragma GCC unroll 8

@@ -294,8 +294,7 @@ void DwTile(int oh, int ow, int wp, const float* __restrict d, int mr,
     for (int j = 0; j < RB; ++j) s[i][j] = acc[i * RB + j];
   const int whole = ow / kVW * kVW, tail = ow - whole;
   for (int r = 0; r < oh; ++r) {
-    for (int l = lines * r / oh; l < lines * (r + 1) / oh; ++l)
-      PrefetchL2Line(fetch + int64_t(l) * 16);
+    PrefetchL2Part(fetch, int64_t(lines) * 16, r, oh);
     for (int p = 0; p < whole; p += kVW) {
       Vec dv[RD];
 #pragma GCC unroll 8
