@@ -372,61 +372,61 @@ static void TestWinogradWeight() {
   SetWinogradWeightTile(0);
 }
 
-// The direct data gradient for few input channels (conv_direct.h, stride 1,
-// one group, kernels up to 7 rows): one to four channels, odd and narrow
-// sizes, tails of the two-vector tile, even and wide kernels, pads beyond
-// the kernel, rows of P skipped at the edges, output channels split into
-// several packed groups, images side by side in P, dy large enough to be
-// fetched ahead; the strided and grouped cases of the same sizes take the
-// other forms. Then 1x1 stride-2 kernels. 1 and 2 threads.
-static void TestDirectDx() {
+// The tap-scatter data gradient for few input channels (conv_taps_dx.h,
+// stride 1, one group, kernels up to 7 rows): one to four channels, odd and
+// narrow sizes (rows ending in a short vector, a tile's spots spanning dy
+// rows, a short last group of spots), even and wide kernels, pads beyond
+// the kernel, dx summed in place (no padding, rows of whole vectors) or in
+// the padded plane, dy large enough to be fetched ahead; the strided and
+// grouped cases of the same sizes take the other forms. Then 1x1 stride-2
+// kernels. 1 and 2 threads.
+static void TestTapsDx() {
   const int saved = omp_get_max_threads();
   for (int t : {1, 2}) {
     omp_set_num_threads(t);
     const std::string th = " (" + std::to_string(t) + " threads)";
     for (int c = 1; c <= 4; ++c) {
       const std::string cs = " c=" + std::to_string(c) + th;
-      TestConv("direct dx 3x3 odd" + cs,
+      TestConv("taps dx 3x3 odd" + cs,
                CP(2, c, 11, 19, 4 + c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
                c <= 2);
-      TestConv("direct dx 4x2 asym pads" + cs,
+      TestConv("taps dx 4x2 asym pads" + cs,
                CP(2, c, 9, 33, 7, 4, 2, 1, 1, 2, 0, 1, 1, 1, 1, 1), false);
-      TestConv("direct dx 7x6 narrow" + cs,
+      TestConv("taps dx 7x6 narrow" + cs,
                CP(3, c, 7, 5, 6, 7, 6, 1, 1, 3, 2, 3, 4, 1, 1, 1), false);
-      TestConv("direct dx pad>kernel" + cs,
+      TestConv("taps dx pad>kernel" + cs,
                CP(2, c, 5, 6, 4, 2, 2, 1, 1, 3, 3, 2, 3, 1, 1, 1), c == 1);
-      TestConv("direct dx 5x5 lenet-like" + cs,
+      TestConv("taps dx 5x5 lenet-like" + cs,
                CP(3, c, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("direct dx 1x1" + cs,
+      TestConv("taps dx 1x1" + cs,
                CP(2, c, 6, 17, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      // 30 output channels of 42 x 56 padded planes: three packed groups.
-      TestConv("direct dx many groups" + cs,
+      // 30 output channels of 40 x 40 planes.
+      TestConv("taps dx 40x40" + cs,
                CP(1, c, 40, 40, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
-      // Several images side by side in the packed rows (5 and 7 images:
-      // groups with a short last one), for rows of 28, 20 and 10-12 floats
-      // whose best grouping differs between the vector widths, symmetric
-      // and asymmetric pads, and output channels in two packed groups.
-      TestConv("direct dx side by side lenet" + cs,
+      // Batches of 5 and 7 images, rows of 28, 20 and 10-12 floats (whole
+      // vectors or a short last one, depending on the vector width), dx in
+      // place or padded.
+      TestConv("taps dx lenet batch 7" + cs,
                CP(7, c, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("direct dx side by side 20 wide" + cs,
+      TestConv("taps dx 20 wide" + cs,
                CP(7, c, 9, 20, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
-      TestConv("direct dx side by side pads" + cs,
+      TestConv("taps dx pads batch 5" + cs,
                CP(5, c, 7, 10, 4, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1), c == 2);
-      TestConv("direct dx side by side two packs" + cs,
+      TestConv("taps dx 30 outputs" + cs,
                CP(5, c, 28, 28, 30, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
       TestConv("small c stride2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
       TestConv("small c dilation2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
     }
-    // dy of 8 MiB and more is fetched ahead: several packs per image
-    // (1x1), groups of images side by side (5x5).
-    TestConv("direct dx large dy 1x1" + th,
+    // dy of 8 MiB and more is fetched ahead, each image's last spots
+    // fetching the next image's first (1x1 and 5x5 kernels, 512 outputs).
+    TestConv("taps dx large dy 1x1" + th,
              CP(4, 1, 32, 32, 512, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-    TestConv("direct dx large dy side by side" + th,
+    TestConv("taps dx large dy 5x5" + th,
              CP(8, 2, 28, 28, 512, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
     // The same for the flat-shift weight gradient (K = 25).
-    TestConv("direct dx and shift dw large dy 5x5" + th,
+    TestConv("taps dx and shift dw large dy 5x5" + th,
              CP(4, 1, 32, 32, 512, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), false);
     TestConv("small c 9x9 kernel" + th,
              CP(2, 3, 12, 13, 5, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1), false);
@@ -764,7 +764,7 @@ static void TestConvAll() {
            CP(16, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
   TestEngineCases();
   TestWinogradWeight();
-  TestDirectDx();
+  TestTapsDx();
   TestShiftCases();
   TestWinogradCases();
   TestWinogradCache();

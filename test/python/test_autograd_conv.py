@@ -420,6 +420,33 @@ def conv_dx_ref(dy, w, xshape, pad):
     return dxp[:, :, pad:pad + h, pad:pad + wd]
 
 
+# The data gradient of layers with one to four input channels (the tap-
+# scatter form, conv_taps_dx.h): dx summed in place (no padding, rows of
+# whole vectors) or in padded planes, rows ending in a short vector, kernels
+# of 2 to 7 rows, a last group of fewer spots than a tile holds.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(3, 1, 28, 28, 20, 5, 5, 0), (2, 3, 32, 32, 16, 3, 3, 1),
+                                   (2, 2, 13, 29, 7, 5, 5, 2), (2, 4, 9, 10, 5, 7, 7, 3),
+                                   (3, 1, 6, 7, 3, 2, 2, 1), (1, 3, 5, 21, 9, 3, 3, 0)],
+                         ids=str)
+def test_conv2d_few_input_channels_data_gradient(shape, threads):
+    import singa
+    from singa import autograd, singa_wrap
+
+    n, c, h, wd, k, kh, kw, pad = shape
+    w = randn(k, c, kh, kw)
+    dy = randn(n, k, h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1)
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        dx = singa_wrap.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
+                                           [n, c, h, wd], [1, 1], [pad] * 4, [1, 1], 1)
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(autograd.ctensor2numpy(dx), conv_dx_ref(dy, w, (n, c, h, wd), pad),
+                               rtol=1e-4, atol=1e-4)
+
+
 # 3x3 stride-1 layers with 8x8 outputs at batch 1: with AVX2 the forward
 # (and, with padding 1, the data gradient) take Winograd's 2x2 output tiles
 # (src/core/nn/winograd.h); the second call finds the weights' transform
@@ -456,9 +483,10 @@ def test_conv2d_small_planes_forward_and_data_gradient(shape, threads):
 
 
 # Gradients of few-channel layers with dy of 8 MiB and more, which fetch
-# the next image's dy while one is computed: the data gradient's direct
-# form (conv_direct.h; one image per pack row, and LeNet's four side by
-# side) and the flat-shift weight gradient (conv_shift.h).
+# the dy they read next while they compute: the data gradient's tap-scatter
+# form (conv_taps_dx.h; LeNet-like, summed in dx's own planes, and an RGB
+# stem, summed in padded planes) and the flat-shift weight gradient
+# (conv_shift.h).
 @pytest.mark.parametrize("shape", [(64, 1, 28, 64, 5, 0), (33, 3, 32, 64, 3, 1)], ids=str)
 def test_conv2d_few_channel_gradients_fetched_ahead(shape, threads):
     from singa import autograd, singa_wrap

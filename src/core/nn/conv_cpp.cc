@@ -34,7 +34,7 @@
 
 #include "singa/core/nn_kernels.h"
 
-#include "conv_direct.h"
+#include "conv_taps_dx.h"
 #include "conv_engine.h"
 #include "conv_few.h"
 #include "conv_shift.h"
@@ -73,17 +73,11 @@ int NtRows() { SINGA_ISA_DISPATCH(NtRowsPerTile()); }
 size_t NtWork(const NtJob& j, int64_t cols, int rows) {
   SINGA_ISA_DISPATCH(NtWorkFloats(j, cols, rows));
 }
-size_t DirectDxWork(const DirectDxJob& j) {
-  SINGA_ISA_DISPATCH(DirectDxWorkFloats(j));
+size_t TapsDxWork(const TapsDxJob& j) {
+  SINGA_ISA_DISPATCH(TapsDxWorkFloats(j));
 }
-void ClearDirectDx(const DirectDxJob& j, float* work) {
-  SINGA_ISA_DISPATCH(DirectDxClear(j, work));
-}
-int DirectDxImages(const DirectDxJob& j) {
-  SINGA_ISA_DISPATCH(DirectDxGroup(j));
-}
-void RunDirectDx(const DirectDxJob& j, int b, float* work) {
-  SINGA_ISA_DISPATCH(DirectDxImage(j, b, work));
+void RunTapsDx(const TapsDxJob& j, int b, float* work) {
+  SINGA_ISA_DISPATCH(TapsDxImage(j, b, work));
 }
 void RunNtBlock(const NtJob& j, int64_t q0, int64_t q1, int k0, int k1,
                 float* c, int64_t ldc, bool accumulate, float* work) {
@@ -358,35 +352,38 @@ void Conv2dForward(const float* x, const float* w, const float* b, float* y,
 
 namespace {
 
-// Input channels up to which the direct form (conv_direct.h) computes dx:
-// above them the scatter form's tile rows (c * kh * kw) are full enough.
-constexpr int kDirectDxMaxC = 4;
+// Input channels up to which the tap-scatter form (conv_taps_dx.h)
+// computes dx: above them the engine's scatter form below fills its tile
+// rows (c * kh * kw) with whole channels.
+constexpr int kTapsDxMaxC = 4;
 
-bool UseDirectDx(const ConvParams& p) {
-  return p.groups == 1 && p.c <= kDirectDxMaxC && p.sh == 1 && p.sw == 1 &&
-         p.dh == 1 && p.dw == 1 && p.kh <= kDirectDxMaxK;
+bool UseTapsDx(const ConvParams& p) {
+  return p.groups == 1 && p.c <= kTapsDxMaxC && p.sh == 1 && p.sw == 1 &&
+         p.dh == 1 && p.dw == 1 && p.kh <= kTapsDxMaxK;
 }
 
-// Called with UseDirectDx(p): threads take whole groups of images.
-void BackwardDataDirect(const float* dy, const float* w, float* dx,
-                        const ConvParams& p) {
+// dx by the tap-scatter form (conv_taps_dx.h), for UseTapsDx(p): w
+// rearranged as its tiles read it, the threads taking whole images.
+void BackwardDataTaps(const float* dy, const float* w, float* dx,
+                      const ConvParams& p) {
   const int kk = p.kh * p.kw;
-  float* wf = ThreadWork(size_t(p.c) * p.oc * kk, 1);
-  FlipSwapKernels(w, p.oc, p.c, kk, wf);
-  const DirectDxJob job{dy,   wf,   dx,     p.n,    p.c,  p.h,
-                        p.w,  p.oc, p.oh(), p.ow(), p.kh, p.kw,
-                        p.pad_t, p.pad_l, p.pad_r};
-  const size_t work = DirectDxWork(job);
-  const int group = DirectDxImages(job);
-  const int groups = int(CeilDiv(p.n, group));
+  float* wt = ThreadWork(size_t(p.c) * p.oc * kk, 1);
+  for (int c = 0; c < p.c; ++c)
+    for (int j = 0; j < p.kw; ++j)
+      for (int m = 0; m < p.oc; ++m)
+        for (int i = 0; i < p.kh; ++i)
+          wt[((int64_t(c) * p.kw + j) * p.oc + m) * p.kh + i] =
+              w[((int64_t(m) * p.c + c) * p.kh + i) * p.kw + j];
+  const TapsDxJob job{dy, wt, dx, p.n, p.c, p.h, p.w, p.oc, p.oh(), p.ow(),
+                      p.kh, p.kw, p.pad_t, p.pad_l};
+  const size_t work = TapsDxWork(job);
   const int threads = std::min<int>(
-      groups, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
+      p.n, ThreadsFor(int64_t(p.n) * p.c * p.h * p.w * p.oc * kk));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* buf = ThreadWork(work);
-    ClearDirectDx(job, buf);
 #pragma omp for schedule(static)
-    for (int g = 0; g < groups; ++g) RunDirectDx(job, g * group, buf);
+    for (int b = 0; b < p.n; ++b) RunTapsDx(job, b, buf);
   }
 }
 
@@ -458,7 +455,7 @@ void BackwardDataPointwiseS2(const float* dy, const float* w, float* dx,
 // shifted copies of dy for only cg rows.
 void BackwardDataScatter(const float* dy, const float* w, float* dx,
                          const ConvParams& p) {
-  if (UseDirectDx(p)) return BackwardDataDirect(dy, w, dx, p);
+  if (UseTapsDx(p)) return BackwardDataTaps(dy, w, dx, p);
   if (p.kh == 1 && p.kw == 1 && p.sh == 2 && p.sw == 2 && p.pad_t == 0 &&
       p.pad_l == 0 && 2 * (p.oh() - 1) < p.h && 2 * (p.ow() - 1) < p.w &&
       p.oc / p.groups <= kMaxKc)
@@ -538,7 +535,7 @@ void Conv2dBackwardData(const float* dy, const float* w, float* dx,
   p.Validate();
   if (WinogradBackwardData(dy, w, dx, p)) return;
   const int cg = p.c / p.groups, mg = p.oc / p.groups;
-  if (mg >= cg && !UseDirectDx(p) && FewPixelsBackwardData(dy, w, dx, p)) return;
+  if (mg >= cg && !UseTapsDx(p) && FewPixelsBackwardData(dy, w, dx, p)) return;
   if (mg >= cg) return BackwardDataScatter(dy, w, dx, p);
   const int oh = p.oh(), ow = p.ow();
   const int64_t P = int64_t(oh) * ow, plane = int64_t(p.h) * p.w;

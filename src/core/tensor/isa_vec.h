@@ -86,6 +86,19 @@ inline void StoreFirst(float* p, Vec v, int n) {
 }
 #endif
 
+// a * b + c as one instruction where there is one. Written out, the
+// compiler (allowed to reassociate here) regroups a tile's sums into trees
+// whose partial sums no longer fit in the registers.
+inline Vec Fma(Vec a, Vec b, Vec c) {
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+  return Vec(_mm512_fmadd_ps(__m512(a), __m512(b), __m512(c)));
+#elif SINGA_ISA_LEVEL == 1 && defined(__FMA__)
+  return Vec(_mm256_fmadd_ps(__m256(a), __m256(b), __m256(c)));
+#else
+  return a * b + c;
+#endif
+}
+
 // Stores v at p (aligned to a vector) bypassing the caches where the ISA
 // can, for data written once and read only later; the caller runs
 // StreamFence before other threads read it.
