@@ -120,26 +120,38 @@ Spot SpotAt(const TapsDxJob& j, const Geometry& g, int s) {
 // Adds all taps of the nv <= V spots from s0 of one image (dy at dyb) into
 // S. The spots' dy is first packed into `pack`: read in place, the output
 // channels' planes of a stem layer (32x32 floats) lie a multiple of 4 KB
-// apart and share one set of the L1 cache.
+// apart and share one set of the L1 cache. The pack goes plane by plane,
+// all spots of a plane together, so a line two spots share is loaded
+// while still in L1 (spot by spot, the other planes had evicted it: the
+// stem's data gradient took 0.80-0.86x the time plane by plane, LeNet's
+// first layer 0.94-1.05x; AVX2 Zen 4, alternating call by call).
 template <int R, int V>
 void Spots(const TapsDxJob& j, const Geometry& g, const float* dyb, int s0,
            int nv, float* S, float* pack, Fetch next) {
   if constexpr (V > 1) {
     if (nv < V) return Spots<R, V - 1>(j, g, dyb, s0, nv, S, pack, next);
   }
-  int soff[V];
-  const int64_t mplane = int64_t(j.oh) * j.ow;
+  int soff[V], lanes[V];
+  const float* src[V];
+  bool whole = true;
   for (int v = 0; v < V; ++v) {
     const Spot sp = SpotAt(j, g, s0 + v);
     soff[v] = sp.s;
-    const float* src = dyb + sp.dy;
-    float* dst = pack + v * kVW;
-    if (sp.lanes == kVW)
-      for (int m = 0; m < j.mg; ++m) Store(dst + m * V * kVW, Load(src + m * mplane));
-    else
-      for (int m = 0; m < j.mg; ++m)
-        Store(dst + m * V * kVW, LoadFirst(src + m * mplane, sp.lanes));
+    src[v] = dyb + sp.dy;
+    lanes[v] = sp.lanes;
+    whole &= sp.lanes == kVW;
   }
+  const int64_t mplane = int64_t(j.oh) * j.ow;
+  float* dst = pack;
+  if (whole)
+    for (int m = 0; m < j.mg; ++m, dst += V * kVW)
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) Store(dst + v * kVW, Load(src[v] + m * mplane));
+  else
+    for (int m = 0; m < j.mg; ++m, dst += V * kVW)
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v)
+        Store(dst + v * kVW, LoadFirst(src[v] + m * mplane, lanes[v]));
   const int tiles = j.c * j.kw;
   for (int t = 0; t < tiles; ++t) {
     const int c = t / j.kw, kj = t % j.kw;
