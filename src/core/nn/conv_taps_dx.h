@@ -4,7 +4,8 @@
 // over output channels m: every tap (c, i, j) is one row of the product
 // w^T dy, and its results are added into dx shifted by the tap. Here a
 // register tile holds the kh taps of one kernel column (c, j) for a few
-// vectors of dy pixels read in place (no copy of dy), sums them over all
+// vectors of dy pixels (copied, over all output channels, into a small
+// buffer that the c * kw tiles of those pixels share), sums them over all
 // output channels, and adds each row into dx once. The kh rows of a tile
 // land on different dx rows and its vectors on different pixels, so no two
 // of its adds touch the same floats. Only the multiply-adds the layer counts
@@ -12,9 +13,10 @@
 // this replaced, which also copied each image's dy into a padded buffer),
 // no lane computes the border, where most taps fall outside dy. On AVX2
 // (Zen 4, alternating call by call with that form) LeNet's first layer
-// took 0.63-0.70x its time at batch 8 and 64, ResNet-18's stem (3 -> 64
-// channels, 32x32) 0.71-0.75x at batch 32 and 64 before its tiles took four
-// spots instead of three (0.80-0.84x again).
+// took 0.63-0.70x its time at batch 8 and 64 (0.90x in one of the host's
+// slow spells), ResNet-18's stem (3 -> 64 channels, 32x32) 0.71-0.75x at
+// batch 32 and 64, before its tiles took four spots instead of three
+// (0.80-0.84x again) and its pack went plane by plane (0.80-0.86x again).
 //
 // Stride 1 and dilation 1, one group, kernels up to kTapsDxMaxK rows.
 #ifndef SINGA_SRC_CORE_NN_CONV_TAPS_DX_H_
