@@ -81,6 +81,40 @@ def test_conv_every_family(isa, shape):
         assert np.isclose((dw * v).sum(), (conv_ref(x, v, s, p) * dy).sum(), rtol=1e-4)
 
 
+# The data gradient adds in place through the taps when dy has at least as
+# many channels as dx and fewer than 64: a vector that spans two dy rows
+# (rows of 8 floats with AVX-512, 4 with AVX2, 2 below) is added as two
+# halves, each on its own dx row; with padding the border vectors take the
+# separate scatter instead.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(8, 20, 12, 12, 50, 5, 0), (8, 16, 8, 8, 24, 5, 0),
+                                   (8, 16, 6, 6, 30, 5, 0), (6, 14, 8, 8, 40, 5, 2),
+                                   (4, 13, 6, 9, 33, 3, 0)], ids=str)
+def test_conv_data_gradient_in_halves_every_family(isa, threads, shape):
+    import singa
+
+    n, c, h, wd, oc, k, pad = shape
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    oh, ow = h + 2 * pad - k + 1, wd + 2 * pad - k + 1
+    dy = rng.standard_normal((n, oc, oh, ow)).astype(np.float32)
+    ref = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    for i in range(k):
+        for j in range(k):
+            ref[:, :, i:i + oh, j:j + ow] += np.einsum(
+                "nmyx,mc->ncyx", dy.astype(np.float64), w[:, :, i, j].astype(np.float64))
+    ref = ref[:, :, pad:pad + h, pad:pad + wd]
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        dx = cw.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
+                                   [n, c, h, wd], [1, 1], [pad] * 4, [1, 1], 1)
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(dx)), ref,
+                               rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
 def test_pool_norm_and_elementwise_every_family(isa):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 3, 10, 34)).astype(np.float32)

@@ -36,12 +36,13 @@ namespace {
 
 // Vector v of output row i of a tile is kVW floats at dst[i * kNnVecs + v]:
 // consecutive in a plain output, anywhere when the tile adds into dx through
-// the windows.
+// the windows. With kHalves (adding in place only) its two halves are
+// kHalfVW floats each at dst[2 * (i * kNnVecs + v)] and the entry after.
 //
 // dst[i][v] (+)= sum_k a[i * lda + k] * b[k * kNnCols + v * kVW + 0:kVW] for
 // i < mr. Rows mr..MR-1 repeat row mr-1 (valid memory) and are dropped.
 // Without `accumulate`, the sums start from bias[i] (or zero).
-template <int MR>
+template <int MR, bool kHalves>
 void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
               const float* __restrict b, float* const* dst, const float* bias,
               bool accumulate) {
@@ -53,8 +54,12 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
     const int r = i < mr ? i : mr - 1;
 #pragma GCC unroll 4
     for (int v = 0; v < kNnVecs; ++v)
-      s[i][v] = accumulate ? Load(dst[r * kNnVecs + v])
-                           : Splat(bias ? bias[r] : 0.f);
+      if (kHalves)
+        s[i][v] = LoadHalves(dst[2 * (r * kNnVecs + v)],
+                             dst[2 * (r * kNnVecs + v) + 1]);
+      else
+        s[i][v] = accumulate ? Load(dst[r * kNnVecs + v])
+                             : Splat(bias ? bias[r] : 0.f);
   }
   for (int k = 0; k < kc; ++k) {
     Vec bv[kNnVecs];
@@ -71,7 +76,12 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
   for (int i = 0; i < MR; ++i) {
     if (i >= mr) break;
 #pragma GCC unroll 4
-    for (int v = 0; v < kNnVecs; ++v) Store(dst[i * kNnVecs + v], s[i][v]);
+    for (int v = 0; v < kNnVecs; ++v)
+      if (kHalves)
+        StoreHalves(dst[2 * (i * kNnVecs + v)], dst[2 * (i * kNnVecs + v) + 1],
+                    s[i][v]);
+      else
+        Store(dst[i * kNnVecs + v], s[i][v]);
   }
 }
 
@@ -84,16 +94,17 @@ inline void RowTargets(float* c, int64_t ldc, int mr, float** dst) {
     for (int v = 0; v < kNnVecs; ++v) dst[i * kNnVecs + v] = c + i * ldc + v * kVW;
 }
 
+template <bool kHalves>
 NnKernel NnKernelFor(int mr) {
   switch (mr) {
 #if SINGA_ISA_LEVEL >= 2
-    case 12: return KernelNN<12>;
-    case 10: return KernelNN<10>;
-    default: return KernelNN<8>;
+    case 12: return KernelNN<12, kHalves>;
+    case 10: return KernelNN<10, kHalves>;
+    default: return KernelNN<8, kHalves>;
 #else
-    case 6: return KernelNN<6>;
-    case 5: return KernelNN<5>;
-    default: return KernelNN<4>;
+    case 6: return KernelNN<6, kHalves>;
+    case 5: return KernelNN<5, kHalves>;
+    default: return KernelNN<4, kHalves>;
 #endif
   }
 }
@@ -158,26 +169,25 @@ void MakeTileTaps(const TapRows& s, int m0, int mr, TileTaps* tt) {
   }
 }
 
-// The VecSpot of every vector of `panels` panels, for a scatter job whose
-// grid stride along rows is 1; runs are in column order.
+// The VecSpot of every half vector of `panels` panels, for a scatter job
+// whose grid stride along rows is 1; runs are in column order.
 void FindSpots(const TapRows& s, const Run* runs, int nruns, int panels,
                VecSpot* spots) {
   int u = 0;
-  for (int p = 0; p < panels; ++p)
-    for (int v = 0; v < kNnVecs; ++v) {
-      const int c = p * kNnCols + v * kVW;
-      VecSpot& sp = spots[p * kNnVecs + v];
-      while (u < nruns && runs[u].col + runs[u].len <= c) ++u;
-      if (u == nruns || runs[u].col > c ||
-          c + kVW > runs[u].col + runs[u].len) {
-        sp.y = -1;
-        continue;
-      }
-      const Run& r = runs[u];
-      sp.y = r.qy * s.ssy;
-      sp.x = r.qx + (c - r.col);
-      sp.base = r.b * s.img_stride + int64_t(sp.y) * s.sw + sp.x;
+  for (int h = 0; h < panels * kNnVecs * 2; ++h) {
+    const int c = h * kHalfVW;
+    VecSpot& sp = spots[h];
+    while (u < nruns && runs[u].col + runs[u].len <= c) ++u;
+    if (u == nruns || runs[u].col > c ||
+        c + kHalfVW > runs[u].col + runs[u].len) {
+      sp.y = -1;
+      continue;
     }
+    const Run& r = runs[u];
+    sp.y = r.qy * s.ssy;
+    sp.x = r.qx + (c - r.col);
+    sp.base = r.b * s.img_stride + int64_t(sp.y) * s.sw + sp.x;
+  }
 }
 
 void ScatterTile(const TapRows& s, float* out, const TileTaps& tt, int mr,
@@ -198,27 +208,39 @@ void ScatterTile(const TapRows& s, float* out, const TileTaps& tt, int mr,
   }
 }
 
+enum class InPlace { kNo, kWhole, kHalves };
+
 // Where rows [m0, m0 + mr) of a tile (taps tt) add into the output through
-// the taps of s, when every vector of every row lands on kVW consecutive
-// outputs inside the image: the kernel then adds in place (dst, see
-// KernelNN) and no scatter pass is needed. False (and dst unusable)
-// otherwise. Only for tiles NnSlab found able to add in place (channel-
-// fastest rows, grid stride 1 along rows); `spots` are the panel's
-// (FindSpots), so a call costs a range check per vector and an add per
-// target (LeNet's second data gradient took 0.81-0.89x the time with these
-// than with each row's bounds checked against the runs in every call,
-// paired, one and two threads).
-bool ScatterTargets(const TapRows& s, float* out, const TileTaps& tt, int mr,
-                    const VecSpot* spots, float** dst) {
-  for (int v = 0; v < kNnVecs; ++v) {
-    const VecSpot& sp = spots[v];
+// the taps of s, when every half vector of every row lands on kHalfVW
+// consecutive outputs inside the image: the kernel then adds in place (dst,
+// see KernelNN) and no scatter pass is needed. kWhole when each vector's
+// halves are adjacent (dst holds whole vectors), kHalves when some are not
+// (dst holds halves), kNo (dst unusable) when a half does not fit. Only for
+// tiles NnSlab found able to add in place (channel-fastest rows, grid
+// stride 1 along rows); `spots` are the panel's (FindSpots), so a call
+// costs a range check per half and an add per target (LeNet's second data
+// gradient took 0.81-0.89x the time with these than with each row's bounds
+// checked against the runs in every call, paired, one and two threads).
+InPlace ScatterTargets(const TapRows& s, float* out, const TileTaps& tt,
+                       int mr, const VecSpot* spots, float** dst) {
+  bool whole = true;
+  for (int h = 0; h < 2 * kNnVecs; ++h) {
+    const VecSpot& sp = spots[h];
     if (sp.y < 0 || sp.y + tt.ymin < 0 || sp.y + tt.ymax >= s.sh ||
-        sp.x + tt.xmin < 0 || sp.x + tt.xmax + kVW > s.sw)
-      return false;
-    float* at = out + sp.base;
-    for (int row = 0; row < mr; ++row) dst[row * kNnVecs + v] = at + tt.off[row];
+        sp.x + tt.xmin < 0 || sp.x + tt.xmax + kHalfVW > s.sw)
+      return InPlace::kNo;
+    if (h % 2 && sp.base != spots[h - 1].base + kHalfVW) whole = false;
   }
-  return true;
+  for (int h = 0; h < 2 * kNnVecs; ++h) {
+    float* at = out + spots[h].base;
+    for (int row = 0; row < mr; ++row) {
+      if (whole && h % 2 == 0)
+        dst[row * kNnVecs + h / 2] = at + tt.off[row];
+      else if (!whole)
+        dst[2 * row * kNnVecs + h] = at + tt.off[row];
+    }
+  }
+  return whole ? InPlace::kWhole : InPlace::kHalves;
 }
 
 // Rows [0, mr) of a tile (kNnCols floats per row at temp, its columns
@@ -291,7 +313,8 @@ size_t NnWorkFloats(const NnJob& job, int64_t cols) {
 void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
             float* work) {
   const int MR = NnRowsPerTile(job.M);
-  const NnKernel kernel = NnKernelFor(MR);
+  const NnKernel kernel = NnKernelFor<false>(MR);
+  const NnKernel halves_kernel = NnKernelFor<true>(MR);
   const int K = job.b.rows();
   const int64_t ncols = q1 - q0;
   const int panels = int((ncols + kNnCols - 1) / kNnCols);
@@ -320,7 +343,7 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
   // stall; ScatterTile's separate adds do not.
   VecSpot* spots = nullptr;
   if (job.scatter && job.scatter->ssx == 1 && job.scatter->channel_fastest) {
-    spots = sc.spots.Reserve(size_t(panels) * kNnVecs);
+    spots = sc.spots.Reserve(size_t(panels) * kNnVecs * 2);
     FindSpots(*job.scatter, runs, sc.runs.count, panels, spots);
   }
   // A panel is written in place when its columns are consecutive in the
@@ -356,14 +379,18 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
-        float* dst[kNnRowChoices[0] * kNnVecs];
+        float* dst[kNnRowChoices[0] * kNnVecs * 2];
         if (job.scatter) {
           const Run* pr = runs + panel_run[p];
           const int nr = panel_run[p + 1] - panel_run[p];
-          if (in_place_rows &&
-              ScatterTargets(*job.scatter, job.out, taps, mr,
-                             spots + int64_t(p) * kNnVecs, dst)) {
-            kernel(kc, a, job.lda, mr, bp, dst, nullptr, true);
+          const InPlace how =
+              in_place_rows
+                  ? ScatterTargets(*job.scatter, job.out, taps, mr,
+                                   spots + int64_t(p) * kNnVecs * 2, dst)
+                  : InPlace::kNo;
+          if (how != InPlace::kNo) {
+            (how == InPlace::kWhole ? kernel : halves_kernel)(
+                kc, a, job.lda, mr, bp, dst, nullptr, true);
           } else {
             RowTargets(temp, kNnCols, mr, dst);
             kernel(kc, a, job.lda, mr, bp, dst, nullptr, false);

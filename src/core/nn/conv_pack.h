@@ -167,10 +167,13 @@ struct Run {
   int b, qy, qx, len, col;
 };
 
-// Where vector v of a packed panel lands in a channel-fastest scatter
-// job's output, before the tap's offsets: `base` floats from the output's
-// start, at row y and column x of the tap's plane; y < 0 when the vector
-// does not lie within one run.
+// Where half a vector (kHalfVW lanes) of a packed panel lands in a
+// channel-fastest scatter job's output, before the tap's offsets: `base`
+// floats from the output's start, at row y and column x of the tap's plane;
+// y < 0 when the half does not lie within one run. Halves rather than whole
+// vectors, so that AVX-512 vectors over grids 8 pixels wide (LeNet's second
+// data gradient) still add in place, each half on its own row.
+constexpr int kHalfVW = kVW / 2;
 struct VecSpot {
   int64_t base;
   int y, x;

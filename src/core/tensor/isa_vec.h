@@ -42,6 +42,44 @@ inline Vec Load(const float* p) {
 }
 inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
+// A vector whose lower and upper halves are at lo and hi, and its store.
+// Intrinsics rather than memcpy into the vector: GCC keeps a tile of such
+// vectors in memory otherwise.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512DQ__)
+inline Vec LoadHalves(const float* lo, const float* hi) {
+  return Vec(_mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)),
+                                _mm256_loadu_ps(hi), 1));
+}
+inline void StoreHalves(float* lo, float* hi, Vec v) {
+  _mm256_storeu_ps(lo, _mm512_extractf32x8_ps(__m512(v), 0));
+  _mm256_storeu_ps(hi, _mm512_extractf32x8_ps(__m512(v), 1));
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX__)
+inline Vec LoadHalves(const float* lo, const float* hi) {
+  return Vec(_mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)),
+                                  _mm_loadu_ps(hi), 1));
+}
+inline void StoreHalves(float* lo, float* hi, Vec v) {
+  _mm_storeu_ps(lo, _mm256_castps256_ps128(__m256(v)));
+  _mm_storeu_ps(hi, _mm256_extractf128_ps(__m256(v), 1));
+}
+#else
+inline Vec LoadHalves(const float* lo, const float* hi) {
+  Vec v;
+  for (int l = 0; l < kVW / 2; ++l) {
+    v[l] = lo[l];
+    v[kVW / 2 + l] = hi[l];
+  }
+  return v;
+}
+inline void StoreHalves(float* lo, float* hi, Vec v) {
+  for (int l = 0; l < kVW / 2; ++l) {
+    lo[l] = v[l];
+    hi[l] = v[kVW / 2 + l];
+  }
+}
+#endif
+
 // Lanes [0, n) of the vector at p, zero above (LoadFirst), or stored to p
 // (StoreFirst), for 0 <= n <= kVW; p + lane is not touched for lanes at and
 // above n, so they may lie outside the buffer.
