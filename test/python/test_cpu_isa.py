@@ -115,6 +115,35 @@ def test_conv_data_gradient_in_halves_every_family(isa, threads, shape):
                                rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
+# Products with at most 16 output pixels (a 4x4 plane at batch 1) take a
+# one-vector register tile with AVX-512: output channels not a multiple of
+# its rows, reductions longer than one block, fewer pixels than a vector,
+# with and without bias, split over two threads by the reduction.
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(1, 256, 4, 4, 60, 3, 1), (1, 20, 3, 5, 45, 3, 1),
+                                   (2, 8, 2, 2, 33, 3, 1), (1, 600, 4, 4, 29, 1, 1),
+                                   (1, 64, 8, 8, 57, 3, 2)], ids=str)
+def test_conv_forward_few_pixels_every_family(isa, threads, shape):
+    import singa
+
+    n, c, h, wd, oc, k, s = shape
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    pad = k // 2
+    ref = conv_ref(x, w, s, pad) + b[:, None, None]
+    saved = singa.get_num_threads()
+    singa.set_num_threads(threads)
+    try:
+        y = cw.Conv2dForward(tensor.from_numpy(x).data, tensor.from_numpy(w).data,
+                             tensor.from_numpy(b).data, [s, s], [pad] * 4, [1, 1], 1)
+    finally:
+        singa.set_num_threads(saved)
+    np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(y)), ref, rtol=1e-4,
+                               atol=1e-4 * np.abs(ref).max())
+
+
 def test_pool_norm_and_elementwise_every_family(isa):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 3, 10, 34)).astype(np.float32)

@@ -40,20 +40,21 @@ namespace {
 // kHalfVW floats each at dst[2 * (i * kNnVecs + v)] and the entry after.
 //
 // dst[i][v] (+)= sum_k a[i * lda + k] * b[k * kNnCols + v * kVW + 0:kVW] for
-// i < mr. Rows mr..MR-1 repeat row mr-1 (valid memory) and are dropped.
-// Without `accumulate`, the sums start from bias[i] (or zero).
-template <int MR, bool kHalves>
+// i < mr and v < NV (the first NV vectors of each row of B's panel). Rows
+// mr..MR-1 repeat row mr-1 (valid memory) and are dropped. Without
+// `accumulate`, the sums start from bias[i] (or zero).
+template <int MR, bool kHalves, int NV = kNnVecs>
 void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
               const float* __restrict b, float* const* dst, const float* bias,
               bool accumulate) {
   const float* ar[MR];
   for (int i = 0; i < MR; ++i) ar[i] = a + int64_t(i < mr ? i : mr - 1) * lda;
-  Vec s[MR][kNnVecs];
-#pragma GCC unroll 16
+  Vec s[MR][NV];
+#pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) {
     const int r = i < mr ? i : mr - 1;
 #pragma GCC unroll 4
-    for (int v = 0; v < kNnVecs; ++v)
+    for (int v = 0; v < NV; ++v)
       if (kHalves)
         s[i][v] = LoadHalves(dst[2 * (r * kNnVecs + v)],
                              dst[2 * (r * kNnVecs + v) + 1]);
@@ -62,21 +63,21 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
                              : Splat(bias ? bias[r] : 0.f);
   }
   for (int k = 0; k < kc; ++k) {
-    Vec bv[kNnVecs];
+    Vec bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNnVecs; ++v) bv[v] = Load(b + k * kNnCols + v * kVW);
-#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) bv[v] = Load(b + k * kNnCols + v * kVW);
+#pragma GCC unroll 32
     for (int i = 0; i < MR; ++i) {
       const Vec av = Splat(ar[i][k]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNnVecs; ++v) s[i][v] += av * bv[v];
+      for (int v = 0; v < NV; ++v) s[i][v] += av * bv[v];
     }
   }
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int i = 0; i < MR; ++i) {
     if (i >= mr) break;
 #pragma GCC unroll 4
-    for (int v = 0; v < kNnVecs; ++v)
+    for (int v = 0; v < NV; ++v)
       if (kHalves)
         StoreHalves(dst[2 * (i * kNnVecs + v)], dst[2 * (i * kNnVecs + v) + 1],
                     s[i][v]);
@@ -107,6 +108,14 @@ NnKernel NnKernelFor(int mr) {
     default: return KernelNN<4, kHalves>;
 #endif
   }
+}
+
+NnKernel NarrowKernel() {
+#if SINGA_ISA_LEVEL >= 2
+  return KernelNN<kNnNarrowRows, false, 1>;
+#else
+  return nullptr;
+#endif
 }
 
 // Adds rows [m0, m0 + mr) of a micro-tile (`tile`, kNnCols floats per row)
@@ -307,16 +316,24 @@ int NnRowsPerTile(int M) {
 size_t NnWorkFloats(const NnJob& job, int64_t cols) {
   const int64_t panels = (cols + kNnCols - 1) / kNnCols;
   return size_t(RoundUp(panels * job.kc * kNnCols, 16)) +
-         size_t(kNnRowChoices[0]) * kNnCols;
+         size_t(kNnMaxRows) * kNnCols;
 }
 
 void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
             float* work) {
-  const int MR = NnRowsPerTile(job.M);
-  const NnKernel kernel = NnKernelFor<false>(MR);
-  const NnKernel halves_kernel = NnKernelFor<true>(MR);
   const int K = job.b.rows();
   const int64_t ncols = q1 - q0;
+  // At most one vector of pixels: the one-vector tile (kNnNarrowRows). With
+  // AVX-512, ResNet-18's 4x4 planes at batch 1 took 0.72-0.77x the time at
+  // one thread than in the two-vector tile, half of whose columns are then
+  // empty; the whole forward 0.85x at one thread and 0.88x at two (Zen 5,
+  // alternating call by call; 24 rows measured 0.89x and 0.93x).
+  const bool narrow =
+      kNnNarrowRows > 0 && ncols <= kVW && !job.scatter && job.gap_w == 0;
+  const int MR = narrow ? kNnNarrowRows : NnRowsPerTile(job.M);
+  const NnKernel kernel = narrow ? NarrowKernel() : NnKernelFor<false>(MR);
+  const NnKernel halves_kernel = NnKernelFor<true>(MR);
+  const int width = narrow ? kVW : kNnCols;  // columns a tile computes
   const int panels = int((ncols + kNnCols - 1) / kNnCols);
   float* pack = work;
   float* temp = work + RoundUp(int64_t(panels) * job.kc * kNnCols, 16);
@@ -351,8 +368,8 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
   const bool dense = job.dense();
   auto in_place = [&](int p) {
     const int64_t c0 = int64_t(p) * kNnCols;
-    return dense && c0 + kNnCols <= ncols &&
-           colofs[c0 + kNnCols - 1] - colofs[c0] == kNnCols - 1;
+    return dense && c0 + width <= ncols &&
+           colofs[c0 + width - 1] - colofs[c0] == width - 1;
   };
 
   for (int k0 = 0; k0 < K; k0 += job.kc) {
@@ -379,7 +396,7 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
       for (int p = 0; p < panels; ++p) {
         const float* bp = pack + int64_t(p) * kc * kNnCols;
         const int64_t c0 = int64_t(p) * kNnCols;
-        float* dst[kNnRowChoices[0] * kNnVecs * 2];
+        float* dst[kNnMaxRows * kNnVecs * 2];
         if (job.scatter) {
           const Run* pr = runs + panel_run[p];
           const int nr = panel_run[p + 1] - panel_run[p];

@@ -84,6 +84,15 @@ constexpr int kNnRowChoices[] = {6, 5, 4};
 constexpr int kNtRows = 3, kNtCols = 4;
 #endif
 constexpr float kNnRowSpeed[] = {1.f, 0.95f, 0.92f};
+// Rows of the one-vector tile that products with at most kVW pixels take
+// when a vector is 16 floats (a 4x4 plane at batch 1 would leave half of a
+// two-vector tile empty); 0 where there is no such tile.
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kNnNarrowRows = 28;
+#else
+constexpr int kNnNarrowRows = 0;
+#endif
+constexpr int kNnMaxRows = std::max(kNnRowChoices[0], kNnNarrowRows);
 
 // ---------------------------------------------------------------- packing
 
