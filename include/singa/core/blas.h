@@ -24,6 +24,11 @@ void UseOpenMPForBlas();
 // CBLAS, which keeps its own setting).
 void SetBlasThreads(int n);
 
+// Whether the BLAS's kernels use AVX-512: the bundled OpenBLAS names the
+// kernels it picked for this CPU (it runs its AVX2 "Haswell" ones on AMD
+// Zen 5, for one). True for a system CBLAS, which cannot be asked.
+bool BlasKernelsAvx512();
+
 }  // namespace singa
 
 #endif  // SINGA_CORE_BLAS_H_

@@ -13,6 +13,8 @@
 // one is caught rather than thrown.
 #include "singa/core/blas.h"
 
+#include <string>
+
 #if defined(_OPENMP) && !defined(SINGA_BLAS_NO_PREFIX)
 
 #include <omp.h>
@@ -157,7 +159,18 @@ void UseOpenMPForBlas() {}
 namespace singa {
 #ifdef SINGA_BLAS_NO_PREFIX
 void SetBlasThreads(int) {}
+bool BlasKernelsAvx512() { return true; }
 #else
 void SetBlasThreads(int n) { SINGA_BLAS(openblas_set_num_threads)(n); }
+bool BlasKernelsAvx512() {
+  static const bool wide = [] {
+    const char* name = SINGA_BLAS(openblas_get_corename)();
+    const std::string core = name ? name : "";
+    for (const char* w : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+      if (core == w) return true;
+    return false;
+  }();
+  return wide;
+}
 #endif
 }  // namespace singa

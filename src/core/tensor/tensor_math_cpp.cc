@@ -60,7 +60,15 @@ namespace {
 // kernel, split by column panels, took 0.71-0.94x its time for A * B^T
 // and 0.82-0.88x for A * B at 128-256 rows with op(B) within 2 MiB (2
 // threads, AVX2 Zen 4, alternating in one process).
+//
+// With AVX-512 kernels active and a BLAS that runs AVX2 ones (the bundled
+// OpenBLAS on AMD Zen 5), the kernel took 0.36-0.76x OpenBLAS's time from
+// 8 x 1024 x 1024 to 2048^3, at one thread and two, except A * B^T with
+// more than 2M elements of A (4096 x 4096 x 64: 1.6x; 1024 x 4096 x 256:
+// about even).
 bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int threads) {
+  if (ActiveIsa() == Isa::kAvx512 && !BlasKernelsAvx512())
+    return !tb || ta || m * k <= (int64_t(1) << 21);
   if (threads > 1 && !ta && m >= 96 && m <= 256 && k * n <= (int64_t(1) << 19)) return true;
   if (tb) return !ta && m <= 32 && k >= 128;
   return m <= 32 || (m <= 64 && k * n <= (int64_t(1) << 17)) || k <= (ta ? 32 : 64) ||
