@@ -275,8 +275,10 @@ def test_thread_counts_and_pool_indices():
 # would hang the child (reported as a crash), a wrong one the result.
 _GEMM = """
 import os
+from singa import singa_wrap
 procs = len(os.sched_getaffinity(0))
 singa.set_num_threads(min(procs, 4))
+singa_wrap.SetCpuGemmPath("blas")  # the BLAS, whatever the CPU would pick
 rng = np.random.default_rng(0)
 a = rng.standard_normal((600, 500)).astype(np.float32)
 b = rng.standard_normal((500, 700)).astype(np.float32)
