@@ -451,10 +451,14 @@ def test_conv2d_few_input_channels_data_gradient(shape, threads):
 # (and, with padding 1, the data gradient) take Winograd's 2x2 output tiles
 # (src/core/nn/winograd.h); the second call finds the weights' transform
 # in the cache, and a write to the weights makes it transform them again.
+# With AVX-512 the 8x8 planes and the 16x16 and 14x14 ones (4x4 tiles)
+# fill one vector of a panel, and take the narrow product over row blocks
+# of the cached transform (more than 64 channels: summed in chunks).
 # On a 4x4 plane the data gradient runs as a forward pass (conv_few.h).
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(1, 96, 8, 80, 1), (1, 64, 8, 48, 1), (1, 32, 10, 24, 0),
-                                   (1, 64, 4, 72, 1)], ids=str)
+                                   (1, 64, 4, 72, 1), (1, 40, 16, 56, 1), (1, 24, 14, 30, 1),
+                                   (1, 150, 8, 20, 1)], ids=str)
 def test_conv2d_small_planes_forward_and_data_gradient(shape, threads):
     import singa
 

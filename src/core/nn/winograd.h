@@ -84,6 +84,10 @@ SINGA_ISA_DECLARE(
     // register tile's columns).
     int WinoRows();
     int WinoPanel();
+    // Tiles up to which one panel computes a single vector of lanes
+    // (WinoBlock's narrow product, with a shared U); WinoPanel() where a
+    // panel is one vector.
+    int WinoNarrowPanel();
     // Floats of U for a tile side (its slices are padded apart).
     size_t WinoWeightFloats(int K, int C, int tile);
     // U for row blocks [kb0, kb1) of K. The kernel g is w[k][c][3][3]

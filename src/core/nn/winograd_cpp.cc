@@ -37,6 +37,7 @@ WinogradMode& Mode() {
 
 int Rows() { SINGA_ISA_DISPATCH(WinoRows()); }
 int Panel() { SINGA_ISA_DISPATCH(WinoPanel()); }
+int NarrowPanel() { SINGA_ISA_DISPATCH(WinoNarrowPanel()); }
 size_t WeightFloats(int K, int C, int tile) {
   SINGA_ISA_DISPATCH(WinoWeightFloats(K, C, tile));
 }
@@ -70,8 +71,15 @@ std::atomic<int> forced_tile{0};
 // row) waste what Winograd saves. Where the 4x4 tiles do not pay, the 2x2
 // ones are taken when their panels' multiply-adds are at most half the
 // direct form's and U stays shared (see kSharedUFloats): 256 channels on
-// an 8x8 plane at batch 1 took 0.55x the time (one thread).
-int TileFor(int C, int K, int n, int oh, int ow) {
+// an 8x8 plane at batch 1 took 0.55x the time (one thread). With weights
+// the cache keeps (`kept`), U is shared, and tiles that fit one vector
+// count as a panel of one vector (WinoBlock's narrow product): with
+// AVX-512 the same layer's 16 tiles then take the 2x2 tiles, 0.53-0.56x
+// the implicit GEMM's time at one thread alone; inside ResNet-18's batch-1
+// forward, whose weights and transforms no longer fit in L3, the forward
+// took 1.00x the time at one thread and 0.97x at two (Zen 5, alternating
+// call by call).
+int TileFor(int C, int K, int n, int oh, int ow, bool kept) {
   if (Mode() == WinogradMode::kOff) return 0;
   const int forced = forced_tile.load(std::memory_order_relaxed);
   if (Mode() == WinogradMode::kForce) return forced ? forced : 4;
@@ -80,8 +88,9 @@ int TileFor(int C, int K, int n, int oh, int ow) {
   if (2 * n * four >= Panel() && 2 * int64_t(oh) * ow >= 16 * four)
     return forced ? forced : 4;
   const int64_t tiles = n * int64_t((oh + 1) / 2) * ((ow + 1) / 2);
-  const int64_t lanes = (tiles + Panel() - 1) / Panel() * Panel();
-  if (2 * tiles >= Panel() && 2 * 16 * lanes <= 9 * int64_t(n) * oh * ow &&
+  const int panel = kept && tiles <= NarrowPanel() ? NarrowPanel() : Panel();
+  const int64_t lanes = (tiles + panel - 1) / panel * panel;
+  if (2 * tiles >= panel && 2 * 16 * lanes <= 9 * int64_t(n) * oh * ow &&
       16 * int64_t(K) * C <= kSharedUFloats)
     return forced ? forced : 2;
   return 0;
@@ -187,7 +196,7 @@ void SetWinogradWeightTile(int tile) {
 }
 
 int WinogradForwardTile(const ConvParams& p) {
-  return Qualifies(p) ? TileFor(p.c, p.oc, p.n, p.oh(), p.ow()) : 0;
+  return Qualifies(p) ? TileFor(p.c, p.oc, p.n, p.oh(), p.ow(), p.w_stamp != 0) : 0;
 }
 
 bool WinogradForward(const float* x, const float* w, const float* b, float* y,
@@ -207,7 +216,7 @@ bool WinogradBackwardData(const float* dy, const float* w, float* dx,
   // side) with w flipped in both axes and its channel axes swapped.
   if (!Qualifies(p) || std::max({p.pad_t, p.pad_l, p.pad_b, p.pad_r}) > 2)
     return false;
-  const int tile = TileFor(p.oc, p.c, p.n, p.h, p.w);
+  const int tile = TileFor(p.oc, p.c, p.n, p.h, p.w, p.w_stamp != 0);
   if (!tile) return false;
   Run(WinoJob{dy, p.n, p.oc, p.oh(), p.ow(), p.c, p.h, p.w, 2 - p.pad_t,
               2 - p.pad_l, nullptr, nullptr, false, nullptr, dx, tile},
