@@ -312,10 +312,12 @@ def test_conv2d_flat_shift_weight_gradient(case, threads):
 
 # Strided weight gradients whose dy planes are read in place (16x16 outputs,
 # more than 1024 pixels in all): the next image's input and dy are fetched
-# ahead while one image is summed.
+# ahead while one image is summed; with at most 128 taps a block takes up
+# to four whole images, each tile summing them in one call.
 STRIDED_DW_CASES = [
     dict(x=(5, 8, 32, 32), w=(6, 8, 1, 1), pad=0),
     dict(x=(5, 4, 32, 32), w=(5, 4, 3, 3), pad=1),
+    dict(x=(9, 16, 32, 32), w=(13, 16, 1, 1), pad=0),
 ]
 
 

@@ -20,9 +20,12 @@ namespace {
 
 // acc[i][j] += a[i * lda + 0:len] * b[j * ldb + 0:len] lane by lane, for the
 // kNtRows x kNtCols tile; len is a multiple of kVW. The lanes are summed
-// once, after the whole reduction (NtBlock), not per call.
+// once, after the whole reduction (NtBlock), not per call. With segs > 1
+// the reduction is segs pieces of len: piece s reads a from s * aseg
+// floats on and b from s * len on.
 void KernelNT(int len, const float* __restrict a, int64_t lda, int mr,
-              const float* __restrict b, int64_t ldb, Vec* __restrict acc) {
+              const float* __restrict b, int64_t ldb, Vec* __restrict acc,
+              int segs = 1, int64_t aseg = 0) {
   // Rows mr..kNtRows-1 repeat row mr-1 (valid memory); their sums are never
   // read.
   const float* ar[kNtRows];
@@ -32,16 +35,20 @@ void KernelNT(int len, const float* __restrict a, int64_t lda, int mr,
   for (int i = 0; i < kNtRows; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < kNtCols; ++j) s[i][j] = acc[i * kNtCols + j];
-  for (int p = 0; p < len; p += kVW) {
-    Vec av[kNtRows];
+  for (int seg = 0; seg < segs; ++seg, b += len) {
+    for (int p = 0; p < len; p += kVW) {
+      Vec av[kNtRows];
 #pragma GCC unroll 8
-    for (int i = 0; i < kNtRows; ++i) av[i] = Load(ar[i] + p);
+      for (int i = 0; i < kNtRows; ++i) av[i] = Load(ar[i] + p);
 #pragma GCC unroll 8
-    for (int j = 0; j < kNtCols; ++j) {
-      const Vec bv = Load(b + j * ldb + p);
+      for (int j = 0; j < kNtCols; ++j) {
+        const Vec bv = Load(b + j * ldb + p);
 #pragma GCC unroll 8
-      for (int i = 0; i < kNtRows; ++i) s[i][j] += av[i] * bv;
+        for (int i = 0; i < kNtRows; ++i) s[i][j] += av[i] * bv;
+      }
     }
+#pragma GCC unroll 8
+    for (int i = 0; i < kNtRows; ++i) ar[i] += aseg;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < kNtRows; ++i)
@@ -142,11 +149,26 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
   Vec* wide = reinterpret_cast<Vec*>(work);  // [Mp / kNtRows][tiles_j][tile]
   float* pb = work + int64_t(Mp) * kbp * kVW;
   for (int64_t t = 0; t < int64_t(Mp) * kbp; ++t) wide[t] = Vec{};
+  // dy read in place in planes of at most half a block, against at most
+  // 128 rows of B: a block takes whole planes (images) up to kNtBlock
+  // columns, and each tile sums them in one call, its sums staying in
+  // registers from plane to plane (ResNet-18's 1x1 stride-2 shortcut,
+  // 16x16 planes: 0.81-0.90x the time at one thread, even at two; its 3x3
+  // stride-2 layer, 576 rows, 0.97-0.99x at one thread but 1.04-1.06x at
+  // two, so it keeps one plane per block; Zen 5, alternating call by call).
+  const bool multi = job.d_img > 0 && job.dplane % kVW == 0 &&
+                     2 * job.dplane <= kNtBlock && k1 - k0 <= 128;
   for (int64_t r0 = q0; r0 < q1;) {
-    // Blocks stay within one plane of D.
+    // Blocks stay within one plane of D, or take whole ones (multi).
     const int64_t plane = r0 / job.dplane;
-    const int64_t r1 =
+    int64_t r1 =
         std::min({q1, r0 + kNtBlock, (plane + 1) * job.dplane});
+    int segs = 1;
+    if (multi && r0 == plane * job.dplane && r1 == (plane + 1) * job.dplane) {
+      while (r1 + job.dplane <= q1 && r1 + job.dplane - r0 <= kNtBlock)
+        r1 += job.dplane;
+      segs = int((r1 - r0) / job.dplane);
+    }
     const int lp = int(RoundUp(r1 - r0, kVW));
     const float* d = job.d + plane * job.d_img + (r0 - plane * job.dplane);
     PackNt(job, r0, r1, lp, k0, k1, pb);
@@ -159,7 +181,7 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
     // on the prefetches themselves, which wait for free miss buffers: the
     // slices per tile took 0.78x the time at one thread and 0.92x at two
     // (AVX2 EPYC, Zen 4, batch 64, alternating call by call).
-    const int64_t next = plane + 1;
+    const int64_t next = plane + segs;
     const int taps = job.b.tr * job.b.tc;
     const int ch0 = k0 / taps, ch1 = (k1 - 1) / taps + 1;
     const float* nx =
@@ -172,8 +194,10 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
                        (next + 1) * job.dplane <= q1 &&
                        nx_len + nd_len <= kNtAheadFloats;
     const int parts = Mp / kNtRows * tiles_j;
-    for (int ch = 0; ch < lp; ch += kNtChunk) {
-      const int n = std::min(kNtChunk, lp - ch);
+    // Whole planes go to each tile in one call, a plane per piece.
+    const int chunk = segs > 1 ? lp : kNtChunk;
+    for (int ch = 0; ch < lp; ch += chunk) {
+      const int n = segs > 1 ? int(job.dplane) : std::min(kNtChunk, lp - ch);
       for (int i = 0; i < Mp; i += kNtRows) {
         for (int j = 0; j < tiles_j; ++j) {
           if (ahead && ch == 0) {
@@ -185,7 +209,8 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
                    std::min(kNtRows, M - i),
                    pb + int64_t(j) * kNtCols * lp + ch, lp,
                    wide + (int64_t(i / kNtRows) * tiles_j + j) * kNtRows *
-                              kNtCols);
+                              kNtCols,
+                   segs, job.d_img);
         }
       }
     }
