@@ -346,6 +346,10 @@ void PackRows(const TapRows& t, const Run* runs, int nruns, TapCursor at,
           }
         } else if (r.len == kVW) {
           for (int v = 0; v < n; ++v) Store(d + v * kstride, Load(s0 + ox[v]));
+        } else if (r.len == kHalfVW) {
+          // Half a vector (LeNet's 8-pixel rows with AVX-512) in one move.
+          for (int v = 0; v < n; ++v)
+            std::memcpy(d + v * kstride, s0 + ox[v], kHalfVW * sizeof(float));
         } else {
           for (int v = 0; v < n; ++v) Copy(d + v * kstride, s0 + ox[v], r.len);
         }
