@@ -54,7 +54,9 @@ def conv_ref(x, w, stride, pad):
 
 @pytest.mark.parametrize("shape", [((3, 5, 9, 11), (7, 5, 3, 3), 1, 1),
                                    ((2, 4, 12, 13), (9, 4, 3, 3), 2, 1),
-                                   ((2, 6, 10, 10), (4, 6, 5, 5), 1, 2)])
+                                   ((2, 6, 10, 10), (4, 6, 5, 5), 1, 2),
+                                   ((2, 6, 16, 24), (5, 6, 3, 3), 2, 1),
+                                   ((3, 5, 16, 16), (7, 5, 1, 1), 2, 0)])
 def test_conv_every_family(isa, shape):
     xs, ws, s, p = shape
     rng = np.random.default_rng(5)

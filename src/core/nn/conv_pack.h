@@ -72,6 +72,7 @@ inline float HSum(Vec v) {
 // vector and one for the broadcast A value. NT: MR x NR dot products, plus
 // MR registers holding the A vectors and one for the B vector.
 constexpr int kNnVecs = 2;
+constexpr int kHalfVW = kVW / 2;
 constexpr int kNnCols = kNnVecs * kVW;
 // Row counts to choose from, best first, with their speed relative to the
 // first (fewer rows give fewer multiply-adds per load), measured on AVX2
@@ -142,6 +143,13 @@ inline void CopyEven(float* __restrict d, const float* __restrict s, int n) {
     const Vec v = __builtin_shuffle(Load(s + 2 * j), Load(s + 2 * j + kVW), even);
     Store(d + j, v);
   }
+  if (j + kHalfVW <= n) {
+    // Half a vector from one load (8-pixel rows of a stride-2 grid with
+    // AVX-512).
+    const Vec v = __builtin_shuffle(Load(s + 2 * j), even);
+    std::memcpy(d + j, &v, kHalfVW * sizeof(float));
+    j += kHalfVW;
+  }
   for (; j < n; ++j) d[j] = s[2 * j];
 }
 
@@ -182,7 +190,6 @@ struct Run {
 // y < 0 when the half does not lie within one run. Halves rather than whole
 // vectors, so that AVX-512 vectors over grids 8 pixels wide (LeNet's second
 // data gradient) still add in place, each half on its own row.
-constexpr int kHalfVW = kVW / 2;
 struct VecSpot {
   int64_t base;
   int y, x;
