@@ -88,13 +88,10 @@ def test_conv_every_family(isa, shape):
 # (rows of 8 floats with AVX-512, 4 with AVX2, 2 below) is added as two
 # halves, each on its own dx row; with padding the border vectors take the
 # separate scatter instead.
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(8, 20, 12, 12, 50, 5, 0), (8, 16, 8, 8, 24, 5, 0),
                                    (8, 16, 6, 6, 30, 5, 0), (6, 14, 8, 8, 40, 5, 2),
                                    (4, 13, 6, 9, 33, 3, 0)], ids=str)
 def test_conv_data_gradient_in_halves_every_family(isa, threads, shape):
-    import singa
-
     n, c, h, wd, oc, k, pad = shape
     rng = np.random.default_rng(9)
     w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
@@ -106,13 +103,8 @@ def test_conv_data_gradient_in_halves_every_family(isa, threads, shape):
             ref[:, :, i:i + oh, j:j + ow] += np.einsum(
                 "nmyx,mc->ncyx", dy.astype(np.float64), w[:, :, i, j].astype(np.float64))
     ref = ref[:, :, pad:pad + h, pad:pad + wd]
-    saved = singa.get_num_threads()
-    singa.set_num_threads(threads)
-    try:
-        dx = cw.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
-                                   [n, c, h, wd], [1, 1], [pad] * 4, [1, 1], 1)
-    finally:
-        singa.set_num_threads(saved)
+    dx = cw.Conv2dBackwardData(tensor.from_numpy(dy).data, tensor.from_numpy(w).data,
+                               [n, c, h, wd], [1, 1], [pad] * 4, [1, 1], 1)
     np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(dx)), ref,
                                rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
@@ -120,14 +112,11 @@ def test_conv_data_gradient_in_halves_every_family(isa, threads, shape):
 # Products with at most 16 output pixels (a 4x4 plane at batch 1) take a
 # one-vector register tile with AVX-512: output channels not a multiple of
 # its rows, reductions longer than one block, fewer pixels than a vector,
-# with and without bias, split over two threads by the reduction.
-@pytest.mark.parametrize("threads", [1, 2])
+# with a bias, and split over two threads by the reduction.
 @pytest.mark.parametrize("shape", [(1, 256, 4, 4, 60, 3, 1), (1, 20, 3, 5, 45, 3, 1),
                                    (2, 8, 2, 2, 33, 3, 1), (1, 600, 4, 4, 29, 1, 1),
                                    (1, 64, 8, 8, 57, 3, 2)], ids=str)
 def test_conv_forward_few_pixels_every_family(isa, threads, shape):
-    import singa
-
     n, c, h, wd, oc, k, s = shape
     rng = np.random.default_rng(10)
     x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
@@ -135,13 +124,8 @@ def test_conv_forward_few_pixels_every_family(isa, threads, shape):
     b = rng.standard_normal(oc).astype(np.float32)
     pad = k // 2
     ref = conv_ref(x, w, s, pad) + b[:, None, None]
-    saved = singa.get_num_threads()
-    singa.set_num_threads(threads)
-    try:
-        y = cw.Conv2dForward(tensor.from_numpy(x).data, tensor.from_numpy(w).data,
-                             tensor.from_numpy(b).data, [s, s], [pad] * 4, [1, 1], 1)
-    finally:
-        singa.set_num_threads(saved)
+    y = cw.Conv2dForward(tensor.from_numpy(x).data, tensor.from_numpy(w).data,
+                         tensor.from_numpy(b).data, [s, s], [pad] * 4, [1, 1], 1)
     np.testing.assert_allclose(tensor.to_numpy(tensor.from_raw_tensor(y)), ref, rtol=1e-4,
                                atol=1e-4 * np.abs(ref).max())
 
