@@ -240,16 +240,18 @@ InPlace ScatterTargets(const TapRows& s, float* out, const TileTaps& tt,
       return InPlace::kNo;
     if (h % 2 && sp.base != spots[h - 1].base + kHalfVW) whole = false;
   }
+  if (whole) {
+    for (int v = 0; v < kNnVecs; ++v) {
+      float* at = out + spots[2 * v].base;
+      for (int row = 0; row < mr; ++row) dst[row * kNnVecs + v] = at + tt.off[row];
+    }
+    return InPlace::kWhole;
+  }
   for (int h = 0; h < 2 * kNnVecs; ++h) {
     float* at = out + spots[h].base;
-    for (int row = 0; row < mr; ++row) {
-      if (whole && h % 2 == 0)
-        dst[row * kNnVecs + h / 2] = at + tt.off[row];
-      else if (!whole)
-        dst[2 * row * kNnVecs + h] = at + tt.off[row];
-    }
+    for (int row = 0; row < mr; ++row) dst[2 * row * kNnVecs + h] = at + tt.off[row];
   }
-  return whole ? InPlace::kWhole : InPlace::kHalves;
+  return InPlace::kHalves;
 }
 
 // Rows [0, mr) of a tile (kNnCols floats per row at temp, its columns

@@ -156,7 +156,9 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
   // 16x16 planes: 0.81-0.90x the time at one thread, even at two; its 3x3
   // stride-2 layer, 576 rows, 0.97-0.99x at one thread but 1.04-1.06x at
   // two, so it keeps one plane per block; Zen 5, alternating call by call).
-  const bool multi = job.d_img > 0 && job.dplane % kVW == 0 &&
+  // With AVX2 vectors that shortcut took 1.02-1.05x the time (the AVX2
+  // kernels on the same host, alternating processes): AVX-512 only.
+  const bool multi = kVW >= 16 && job.d_img > 0 && job.dplane % kVW == 0 &&
                      2 * job.dplane <= kNtBlock && k1 - k0 <= 128;
   for (int64_t r0 = q0; r0 < q1;) {
     // Blocks stay within one plane of D, or take whole ones (multi).
