@@ -666,12 +666,18 @@ void Conv2dBackwardWeight(const float* x, const float* dy, float* dw,
   // (1024-column blocks) take at most 32 rows, so that a packed block is
   // 128 KiB: 0.79-0.97x the time for ResNet-18's 128->256 stride-2 layer
   // at batch 32 and 64, which took 64 rows before (AVX2 Zen 4, 1 and 2
-  // threads, alternating in one process; doc/performance.md).
+  // threads, alternating in one process; doc/performance.md). With AVX-512
+  // on Zen 5 the cap cost time instead: without it LeNet's second weight
+  // gradient took 0.90-0.91x at one thread and 0.90-0.93x at two, the
+  // 128->256 stride-2 layer 0.96x and 0.96-0.97x, 256->512 even; the AVX2
+  // kernels there gained too (0.94-0.99x), but the cap was measured on
+  // Zen 4 for them, so it stays.
   const int nt = NtRows();
   int64_t kcap = R <= 1024 ? CeilDiv(CeilDiv(K, MaxThreads()), nt) * nt
                            : std::min<int64_t>(
                                  128, (int64_t(1) << 18) / (CeilDiv(mg, 4) * 4 * 16));
-  if (R > 1024 && !in_place) kcap = std::min<int64_t>(kcap, 32);
+  if (R > 1024 && !in_place && ActiveIsa() != Isa::kAvx512)
+    kcap = std::min<int64_t>(kcap, 32);
   const int kb = int(std::clamp<int64_t>(kcap / nt * nt, nt, CeilDiv(K, nt) * nt));
   const int64_t kblocks = CeilDiv(K, kb);
   const int64_t out = int64_t(p.oc) * K;  // dw floats, all groups
