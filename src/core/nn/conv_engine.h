@@ -79,6 +79,9 @@ struct NnJob {
   // set to zero where it lies in the row, so a stride-2 product writes its
   // rows whole instead of every other float.
   int gap_w = 0;
+  // With gap_w: when > 0, the output planes' rows; the row below each row
+  // written (where there is one) is cleared over the same columns.
+  int gap_h = 0;
   bool dense() const { return osx == 1 && osy == grid.gw; }
 };
 

@@ -270,6 +270,7 @@ void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
     // Pixels whose following float is still in the row.
     const int gapped =
         2 * (r.qx + r.len - 1) + 1 < job.gap_w ? r.len : r.len - 1;
+    const bool below = job.gap_h > 0 && 2 * r.qy + 1 < job.gap_h;
     for (int i = 0; i < mr; ++i) {
       const float* t = temp + i * kNnCols + (r.col - c0);
       float* d = out_m + int64_t(i) * job.out_ch + colofs[r.col];
@@ -291,6 +292,9 @@ void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
         d[2 * j] = t[j];
         if (j < gapped) d[2 * j + 1] = 0.f;
       }
+      if (below)
+        StreamRow(d + job.gap_w, std::min(2 * r.len, job.gap_w - 2 * r.qx),
+                  [](int) { return Vec{}; }, [](int) { return 0.f; });
     }
   }
 }
