@@ -44,7 +44,7 @@ for f in "${families[@]}"; do
     pids+=($!)
   done
 done
-for src in conv_cpp.cc conv_few_cpp.cc conv_shift_cpp.cc winograd_cpp.cc winograd_cache.cc im2col_cpp.cc pool_cpp.cc batchnorm_cpp.cc; do
+for src in conv_cpp.cc conv_few_cpp.cc conv_shift_cpp.cc winograd_cpp.cc weight_cache.cc im2col_cpp.cc pool_cpp.cc batchnorm_cpp.cc; do
   "$cxx" "${common[@]}" "${fast[@]}" "${defs[@]}" -c "$root/src/core/nn/$src" \
     -o "$obj/${src%.cc}.o" &
   pids+=($!)

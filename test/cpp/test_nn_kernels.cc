@@ -23,7 +23,7 @@
 #include "batchnorm.h"
 #include "conv_shift.h"
 #include "winograd.h"
-#include "winograd_cache.h"
+#include "weight_cache.h"
 #include "winograd_weight.h"
 
 using namespace singa::cpu;
@@ -533,7 +533,7 @@ static void TestWinogradCases() {
            "winograd forward tile rule (AVX2)");
 }
 
-// The kept weight transforms (winograd_cache.h): with a stamp the first
+// The kept weight transforms (weight_cache.h): with a stamp the first
 // call fills the cache and the next one finds it, both giving exactly the
 // uncached result (stamp 0); a new stamp (weights written) gives the new
 // weights' result; the forward and the data gradient keep separate
@@ -564,23 +564,23 @@ static void TestWinogradCache() {
       Conv2dBackwardData(dy.data(), w.data(), dx.data(), p);
       return dx;
     };
-    ClearWinogradCache();
-    SetWinogradCacheBytes(bound);
+    ClearWeightCache();
+    SetWeightCacheBytes(bound);
     const Vec y0 = fwd(0), dx0 = bwd(0);
-    Report(GetWinogradCacheStats().misses == 0 &&
-               GetWinogradCacheStats().entries == 0,
+    Report(GetWeightCacheStats().misses == 0 &&
+               GetWeightCacheStats().entries == 0,
            "wino cache: stamp 0 is never kept" + th);
     const uint64_t s1 = ++stamp;
     const Vec y1 = fwd(s1);
-    const size_t fwd_bytes = GetWinogradCacheStats().bytes;
+    const size_t fwd_bytes = GetWeightCacheStats().bytes;
     const Vec y2 = fwd(s1);
-    WinogradCacheStats st = GetWinogradCacheStats();
+    WeightCacheStats st = GetWeightCacheStats();
     Report(st.misses == 1 && st.hits == 1 && st.entries == 1,
            "wino cache: fill then hit" + th);
     Report(y1 == y0 && y2 == y0, "wino cache: forward equals uncached" + th);
     Check("wino cache forward" + th, y2, RefConv(D(x), D(w), D(b), p));
     const Vec dx1 = bwd(s1), dx2 = bwd(s1);
-    st = GetWinogradCacheStats();
+    st = GetWeightCacheStats();
     Report(st.misses == 2 && st.hits == 2 && st.entries == 2,
            "wino cache: data gradient keeps its own transform" + th);
     Report(dx1 == dx0 && dx2 == dx0,
@@ -600,42 +600,130 @@ static void TestWinogradCache() {
     Check("wino cache new weights" + th, y3, RefConv(D(x), D(w), D(b), p));
     const Vec dx3 = bwd(s2);
     Report(dx3 == bwd(0), "wino cache: data gradient after new stamp" + th);
-    st = GetWinogradCacheStats();
+    st = GetWeightCacheStats();
     Report(st.entries == 2, "wino cache: a stale entry is replaced" + th);
 
     // A bound too small for both transforms: the least recently used (the
     // forward's) goes; a transform over the bound is not kept at all.
     const size_t both = st.bytes;
-    SetWinogradCacheBytes(both - 4);
-    st = GetWinogradCacheStats();
+    SetWeightCacheBytes(both - 4);
+    st = GetWeightCacheStats();
     Report(st.entries == 1 && st.bytes == both - fwd_bytes,
            "wino cache: the bound evicts the least recently used" + th);
     Vec w2 = Random(w.size());
     std::swap(w, w2);
     const Vec y4 = fwd(++stamp);
-    st = GetWinogradCacheStats();
+    st = GetWeightCacheStats();
     Report(st.bytes <= both - 4 && y4 == fwd(0),
            "wino cache: a fill keeps the bound" + th);
-    SetWinogradCacheBytes(fwd_bytes - 4);
-    const uint64_t before = GetWinogradCacheStats().misses;
-    Report(fwd(++stamp) == y4 && GetWinogradCacheStats().entries == 0 &&
-               GetWinogradCacheStats().misses == before,
+    SetWeightCacheBytes(fwd_bytes - 4);
+    const uint64_t before = GetWeightCacheStats().misses;
+    Report(fwd(++stamp) == y4 && GetWeightCacheStats().entries == 0 &&
+               GetWeightCacheStats().misses == before,
            "wino cache: a transform over the bound is not kept" + th);
-    SetWinogradCacheBytes(bound);
+    SetWeightCacheBytes(bound);
 
     // Weights transformed per block (over 2M floats of U) are not kept.
     ConvParams big = CP(1, 256, 6, 6, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
     Vec bx = Random(size_t(big.c) * 36), bw = Random(size_t(big.oc) * big.c * 9);
     Vec by(size_t(big.oc) * 36);
     big.w_stamp = ++stamp;
-    ClearWinogradCache();
+    ClearWeightCache();
     Conv2dForward(bx.data(), bw.data(), nullptr, by.data(), big);
-    Report(GetWinogradCacheStats().entries == 0,
+    Report(GetWeightCacheStats().entries == 0,
            "wino cache: per-block transforms are not kept" + th);
     Check("wino cache per-block forward" + th, by, RefConv(D(bx), D(bw), DVec(), big));
   }
   omp_set_num_threads(saved);
-  ClearWinogradCache();
+  ClearWeightCache();
+  SetWinogradMode(WinogradMode::kAuto);
+}
+
+// The cache's own rules (weight_cache.h), on buffers that count their
+// fills: kSecondCall fills on the second call with a stamp; a buffer used
+// within the last two rounds of calls is not evicted for a new one (the
+// caller gets none and does without), one left unused longer is.
+static void TestWeightCacheRules() {
+  ClearWeightCache();
+  SetWeightCacheBytes(1000 * sizeof(float));
+  const float* a = reinterpret_cast<const float*>(uintptr_t(64));
+  const float* b = reinterpret_cast<const float*>(uintptr_t(128));
+  int fills = 0;
+  auto fill = [&](float* u) {
+    ++fills;
+    u[0] = float(fills);
+  };
+  auto get = [&](const float* w, uint64_t stamp, Fill when) {
+    return CachedWeights(WeightKey{stamp, w, 1, 1, false, kPanelForm, 0}, 600, fill, when);
+  };
+  Report(!get(a, 7, Fill::kSecondCall) && fills == 0,
+         "weight cache: a first call under kSecondCall only marks");
+  Report(!get(a, 8, Fill::kSecondCall) && fills == 0,
+         "weight cache: a new stamp marks again");
+  auto ua = get(a, 8, Fill::kSecondCall);
+  Report(ua && fills == 1 && get(a, 8, Fill::kSecondCall) == ua && fills == 1,
+         "weight cache: the second call fills, the third finds it");
+  ua.reset();
+  Report(!get(b, 9, Fill::kFirstCall) && fills == 1 &&
+             get(a, 8, Fill::kSecondCall) != nullptr && fills == 1,
+         "weight cache: a recently used buffer is not evicted for a new one");
+  std::shared_ptr<const float> ub;
+  int kept_after = 0;
+  for (int i = 1; i <= 8; ++i) {
+    ub = get(b, 9, Fill::kFirstCall);
+    if (ub && !kept_after) kept_after = i;
+  }
+  Report(kept_after == 3 && fills == 2 && GetWeightCacheStats().entries == 1 &&
+             GetWeightCacheStats().bytes == 600 * sizeof(float) &&
+             !get(a, 8, Fill::kSecondCall),
+         "weight cache: a buffer unused for two rounds goes");
+  ClearWeightCache();
+  SetWeightCacheBytes(size_t(64) << 20);
+}
+
+// The forward's weight panels (conv_cpp.cc WeightPanels), on a layer whose
+// pixels fit the one-vector tile: kept from the second call with a stamp
+// (on families that have the tile), every call equal to the uncached result
+// and the reference, a new stamp not using the old panels; output channels
+// off the panel's rows, 1 and 2 threads.
+static void TestWeightPanels() {
+  SetWinogradMode(WinogradMode::kOff);
+  const int saved = omp_get_max_threads();
+  const bool tile = ActiveIsa() == Isa::kAvx512;
+  uint64_t stamp = 5000;
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    for (ConvParams p : {CP(1, 40, 4, 4, 61, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                         CP(1, 300, 8, 8, 30, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)}) {
+      const size_t ysz = size_t(p.oc) * p.oh() * p.ow();
+      Vec x = Random(size_t(p.c) * p.h * p.w), b = Random(p.oc);
+      Vec w = Random(size_t(p.oc) * p.c * p.kh * p.kw);
+      auto fwd = [&](uint64_t s) {
+        Vec y(ysz);
+        p.w_stamp = s;
+        Conv2dForward(x.data(), w.data(), b.data(), y.data(), p);
+        return y;
+      };
+      ClearWeightCache();
+      const Vec y0 = fwd(0);
+      const uint64_t s1 = ++stamp;
+      const Vec y1 = fwd(s1), y2 = fwd(s1), y3 = fwd(s1);
+      Report(GetWeightCacheStats().entries == (tile ? 1u : 0u) &&
+                 GetWeightCacheStats().hits == (tile ? 1u : 0u),
+             "weight panels: kept from the second call" + th);
+      Report(y1 == y0 && y2 == y0 && y3 == y0, "weight panels: equal to uncached" + th);
+      Check("weight panels forward" + th, y3, RefConv(D(x), D(w), D(b), p));
+      for (float& v : w) v = Uniform();
+      const uint64_t s2 = ++stamp;
+      const Vec y4 = fwd(s2), y5 = fwd(s2), y6 = fwd(s2);
+      Report(y4 == fwd(0) && y5 == y4 && y6 == y4 && y4 != y0,
+             "weight panels: a new stamp does not use the old panels" + th);
+      Check("weight panels new weights" + th, y6, RefConv(D(x), D(w), D(b), p));
+    }
+  }
+  omp_set_num_threads(saved);
+  ClearWeightCache();
   SetWinogradMode(WinogradMode::kAuto);
 }
 
@@ -768,6 +856,8 @@ static void TestConvAll() {
   TestShiftCases();
   TestWinogradCases();
   TestWinogradCache();
+  TestWeightCacheRules();
+  TestWeightPanels();
 
   Vec buf(4096);
   const float* f = buf.data();

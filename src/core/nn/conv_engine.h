@@ -82,6 +82,14 @@ struct NnJob {
   // With gap_w: when > 0, the output planes' rows; the row below each row
   // written (where there is one) is cleared over the same columns.
   int gap_h = 0;
+  // When set (a job whose pixels fit the one-vector tile, see
+  // NnPanelRows): A's rows rearranged in panels of NnPanelRows() rows, the
+  // panel of rows [r, r + R) at a_panels + (r / R) * a_panel_stride holding
+  // [k][R] with this job's k = 0 at offset 0. NnSlab then reads one stream
+  // instead of R rows lda apart (which, with lda a multiple of 2 KiB, fall
+  // into one or two sets of L1 and evict each other).
+  const float* a_panels = nullptr;
+  int64_t a_panel_stride = 0;
   bool dense() const { return osx == 1 && osy == grid.gw; }
 };
 
@@ -104,6 +112,11 @@ SINGA_ISA_DECLARE(
     // micro-tile it uses for M output rows.
     int NnColsPerTile();
     int NnRowsPerTile(int M);
+    // Rows and columns of the one-vector tile, which products of at most
+    // that many pixels take, and whose rows NnJob::a_panels may hold; rows 0
+    // where the family has no such tile.
+    int NnPanelRows();
+    int NnPanelCols();
     // Floats of scratch NnSlab needs for `cols` columns.
     size_t NnWorkFloats(const NnJob& job, int64_t cols);
     // Computes columns [q0, q1) and rows [m0, m1) of the job. `work` is

@@ -86,6 +86,31 @@ void KernelNN(int kc, const float* __restrict a, int64_t lda, int mr,
   }
 }
 
+// KernelNN<MR, false, 1> with A's rows in one panel: a[k * MR + i] for
+// i < MR (rows past mr padded). One stream of A, read by broadcasts from a
+// single pointer, where the row-wise kernel keeps MR pointers in memory.
+template <int MR>
+void KernelPanel(int kc, const float* __restrict a, int64_t, int mr,
+                 const float* __restrict b, float* const* dst, const float* bias,
+                 bool accumulate) {
+  Vec s[MR];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i) {
+    const int r = i < mr ? i : mr - 1;
+    s[i] = accumulate ? Load(dst[r * kNnVecs]) : Splat(bias ? bias[r] : 0.f);
+  }
+  for (int k = 0; k < kc; ++k) {
+    const Vec bv = Load(b + k * kNnCols);
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) s[i] += Splat(a[k * MR + i]) * bv;
+  }
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mr) break;
+    Store(dst[i * kNnVecs], s[i]);
+  }
+}
+
 using NnKernel = void (*)(int, const float*, int64_t, int, const float*,
                           float* const*, const float*, bool);
 
@@ -110,10 +135,11 @@ NnKernel NnKernelFor(int mr) {
   }
 }
 
-NnKernel NarrowKernel() {
+NnKernel NarrowKernel(bool panels) {
 #if SINGA_ISA_LEVEL >= 2
-  return KernelNN<kNnNarrowRows, false, 1>;
+  return panels ? KernelPanel<kNnNarrowRows> : KernelNN<kNnNarrowRows, false, 1>;
 #else
+  (void)panels;
   return nullptr;
 #endif
 }
@@ -304,6 +330,8 @@ void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
 // ---------------------------------------------------------------------- NN
 
 int NnColsPerTile() { return kNnCols; }
+int NnPanelRows() { return kNnNarrowRows; }
+int NnPanelCols() { return kVW; }
 
 // The row count that computes M rows (padded up to whole tiles) fastest.
 int NnRowsPerTile(int M) {
@@ -337,7 +365,9 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
   const bool narrow =
       kNnNarrowRows > 0 && ncols <= kVW && !job.scatter && job.gap_w == 0;
   const int MR = narrow ? kNnNarrowRows : NnRowsPerTile(job.M);
-  const NnKernel kernel = narrow ? NarrowKernel() : NnKernelFor<false>(MR);
+  // Rows from the job's panels when its row ranges start on a panel.
+  const bool from_panels = narrow && job.a_panels && m0 % MR == 0;
+  const NnKernel kernel = narrow ? NarrowKernel(from_panels) : NnKernelFor<false>(MR);
   const NnKernel halves_kernel = NnKernelFor<true>(MR);
   const int width = narrow ? kVW : kNnCols;  // columns a tile computes
   const int panels = int((ncols + kNnCols - 1) / kNnCols);
@@ -393,7 +423,8 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
     const bool first = k0 == 0;
     for (int m = m0; m < m1; m += MR) {
       const int mr = std::min(MR, m1 - m);
-      const float* a = job.a + int64_t(m) * job.lda + k0;
+      const float* a = from_panels ? job.a_panels + m / MR * job.a_panel_stride + int64_t(k0) * MR
+                              : job.a + int64_t(m) * job.lda + k0;
       const float* bias = first && job.bias ? job.bias + m : nullptr;
       float* out_m = job.out + int64_t(m) * job.out_ch;
       TileTaps taps;

@@ -1,7 +1,7 @@
 // Winograd driver: transforms the weights (threads split the row blocks of
 // U) once per call, or once for as long as they stay unchanged when U is
 // shared and the caller names the weights' stamp (the cache of
-// winograd_cache.cc), then runs blocks of tiles over the threads. A block
+// weight_cache.cc), then runs blocks of tiles over the threads. A block
 // writes only its own tiles' outputs, so no two threads write the same
 // element and the result does not depend on the schedule.
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include "conv_threads.h"
 #include "winograd.h"
-#include "winograd_cache.h"
+#include "weight_cache.h"
 #include "winograd_weight.h"
 
 namespace singa {
@@ -124,8 +124,8 @@ void Run(WinoJob j, const float* w, bool flip, uint64_t w_stamp) {
       for (int kb = 0; kb < KB; ++kb) Weights(w, j.K, j.C, flip, j.tile, U, kb, kb + 1);
     };
     const size_t floats = WeightFloats(j.K, j.C, j.tile);
-    kept = CachedWinoWeights(
-        WinoWeightKey{w_stamp, w, j.K, j.C, flip, j.tile, int(ActiveIsa())},
+    kept = CachedWeights(
+        WeightKey{w_stamp, w, j.K, j.C, flip, j.tile, int(ActiveIsa())},
         floats, transform);
     if (kept) {
       j.U = kept.get();

@@ -1,11 +1,12 @@
-"""The Winograd path keeps the transform of a layer's weights between calls
-(src/core/nn/winograd_cache.cc) for as long as nothing has written them.
+"""Convolutions keep rearranged weights between calls (the weight cache,
+src/core/nn/weight_cache.cc) for as long as nothing has written them.
 Every way of writing the weights in place between two forward calls must
 give the new weights' result, checked against a float64 reference.
 
-The shapes take the Winograd path with a kept transform at every ISA
-family: 3x3, stride 1, 16 channels on a 16x16 plane at batch 1 (16 tiles,
-a shared transform well under the cache's bound)."""
+Two layers at batch 1, 3x3, stride 1: 16 channels on a 16x16 plane take
+the Winograd path with a kept transform at every ISA family; 40 -> 61
+channels on a 4x4 plane take the one-vector tile, whose weight panels are
+kept from the second call where the family has that tile (AVX-512)."""
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from test_autograd_conv import conv_ref
 
 rng = np.random.default_rng(12)
 C, K, HW = 16, 24, 16
+# in channels, out channels, plane side
+SHAPES = {"winograd": (C, K, HW), "panels": (40, 61, 4)}
 
 
 def _ref(x, w, b=None):
@@ -31,29 +34,36 @@ def _conv(x, w, b=None):
     return autograd.conv2d(x, w, b, stride=1, padding=1)
 
 
-@pytest.fixture
-def setup():
-    xn = rng.standard_normal((1, C, HW, HW)).astype(np.float32)
-    wn = (rng.standard_normal((K, C, 3, 3)) * 0.2).astype(np.float32)
+@pytest.fixture(params=sorted(SHAPES))
+def setup(request):
+    c, k, hw = SHAPES[request.param]
+    xn = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    wn = (rng.standard_normal((k, c, 3, 3)) * 0.2).astype(np.float32)
     x, w = tensor.from_numpy(xn), tensor.from_numpy(wn)
     with autograd.train_mode(False):
-        y1, y2 = _conv(x, w).numpy(), _conv(x, w).numpy()
-    # The second call reuses the kept transform; both equal the reference.
-    _close(y1, _ref(xn, wn))
-    np.testing.assert_array_equal(y1, y2)
+        ys = [_conv(x, w).numpy() for _ in range(3)]
+    # Later calls reuse what the first (Winograd) or second (panels) kept;
+    # all equal the reference.
+    _close(ys[0], _ref(xn, wn))
+    for y in ys[1:]:
+        np.testing.assert_array_equal(y, ys[0])
     return x, w, xn
 
 
 def _after(x, w, xn):
+    # Three calls: the first after a write must not use what was kept, the
+    # second may keep the new weights' form, the third uses it.
     with autograd.train_mode(False):
-        y = _conv(x, w).numpy()
-    _close(y, _ref(xn, w.numpy()))
-    return y
+        ys = [_conv(x, w).numpy() for _ in range(3)]
+    _close(ys[0], _ref(xn, w.numpy()))
+    for y in ys[1:]:
+        np.testing.assert_array_equal(y, ys[0])
+    return ys[0]
 
 
 def test_copy_from_numpy(setup):
     x, w, xn = setup
-    w.copy_from_numpy((rng.standard_normal((K, C, 3, 3)) * 0.2).astype(np.float32))
+    w.copy_from_numpy((rng.standard_normal(w.shape) * 0.2).astype(np.float32))
     _after(x, w, xn)
 
 
@@ -71,9 +81,9 @@ def test_in_place_ops(setup):
 
 def test_copy_data_to_from(setup):
     x, w, xn = setup
-    src = tensor.from_numpy((rng.standard_normal((K, C, 3, 3))).astype(np.float32))
+    src = tensor.from_numpy((rng.standard_normal(w.shape)).astype(np.float32))
     # Only part of the weights: the rest keep their values.
-    tensor.copy_data_to_from(w, src, K * C * 9 // 2, 0, 0)
+    tensor.copy_data_to_from(w, src, w.size() // 2, 0, 0)
     _after(x, w, xn)
 
 
@@ -93,16 +103,18 @@ def test_a_view_of_the_weights(setup):
     # The conv reads a weight tensor that shares its block with another
     # tensor; writing through the other one changes the weights.
     x, w, xn = setup
-    flat = w.reshape((K * C * 9,))
+    flat = w.reshape((w.size(),))
     flat += 1.0
     _after(x, w, xn)
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
-def test_optimizer_steps(momentum):
-    xn = rng.standard_normal((1, C, HW, HW)).astype(np.float32)
+def test_optimizer_steps(momentum, shape):
+    c, k, hw = SHAPES[shape]
+    xn = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
     x = tensor.from_numpy(xn)
-    conv = layer.Conv2d(K, 3, padding=1)
+    conv = layer.Conv2d(k, 3, padding=1)
     sgd = opt.SGD(lr=0.05, momentum=momentum)
     with autograd.train_mode(False):
         conv(x)
@@ -112,10 +124,10 @@ def test_optimizer_steps(momentum):
             loss = autograd.reduce_mean(autograd.mul(out, out))
             sgd(loss)
         with autograd.train_mode(False):
-            y = conv(x).numpy()
-            y2 = conv(x).numpy()
+            y, y2, y3 = (conv(x).numpy() for _ in range(3))
         _close(y, _ref(xn, conv.W.numpy(), conv.b.numpy()))
         np.testing.assert_array_equal(y, y2)
+        np.testing.assert_array_equal(y, y3)
 
 
 def test_data_gradient_after_a_weight_change():
