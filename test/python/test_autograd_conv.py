@@ -318,6 +318,8 @@ STRIDED_DW_CASES = [
     dict(x=(5, 8, 32, 32), w=(6, 8, 1, 1), pad=0),
     dict(x=(5, 4, 32, 32), w=(5, 4, 3, 3), pad=1),
     dict(x=(9, 16, 32, 32), w=(13, 16, 1, 1), pad=0),
+    # 576 columns: 5 blocks of 128, 6 of 96 at two threads
+    dict(x=(5, 64, 32, 32), w=(24, 64, 3, 3), pad=1),
 ]
 
 
