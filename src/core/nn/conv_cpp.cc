@@ -328,8 +328,8 @@ namespace {
 // unchanged (Fill::kSecondCall). At batch 1 the tile reads every weight
 // once: ResNet-18's 512-channel 3x3 layer on a 4x4 plane took 0.77x the
 // time at one thread and 0.76x at two from panels, its 256->512 stride-2
-// layer 0.83x / 0.74x, the batch-1 forward 0.91x / 0.92x (AVX-512 Zen 5,
-// alternating call by call).
+// layer 0.83x / 0.74x (AVX-512 Zen 5, alternating call by call), the
+// batch-1 forward 0.80x / 0.90x (two builds alternating).
 std::shared_ptr<const float> WeightPanels(const float* w, const ConvParams& p, int K) {
   const int R = PanelRows();
   if (R == 0 || p.groups != 1 || p.w_stamp == 0 ||

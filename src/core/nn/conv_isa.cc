@@ -435,8 +435,9 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
     const bool first = k0 == 0;
     for (int m = m0; m < m1; m += MR) {
       const int mr = std::min(MR, m1 - m);
-      const float* a = from_panels ? job.a_panels + m / MR * job.a_panel_stride + int64_t(k0) * MR
-                              : job.a + int64_t(m) * job.lda + k0;
+      const float* a =
+          from_panels ? job.a_panels + m / MR * job.a_panel_stride + int64_t(k0) * MR
+                      : job.a + int64_t(m) * job.lda + k0;
       const float* bias = first && job.bias ? job.bias + m : nullptr;
       float* out_m = job.out + int64_t(m) * job.out_ch;
       TileTaps taps;

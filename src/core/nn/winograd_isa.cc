@@ -261,8 +261,9 @@ __attribute__((noinline)) void Product(const float* u, const float* v, int C,
 
 // Channels ahead at which ProductNarrow fetches U: its row blocks come
 // from memory when a network's weights pass through the cache (ResNet-18's
-// batch-1 forward took 0.94-0.96x the time at two threads with 64-256
-// channels ahead; AVX-512 Zen 5, alternating call by call).
+// batch-1 forward took 0.94-0.97x the time at two threads with 64 channels
+// ahead; 32, 128 and 256 took 1.01-1.04x against 64; AVX-512 Zen 5,
+// alternating call by call).
 constexpr int kAhead = 64;
 
 // Product for a panel whose tiles fit one vector, over B row blocks of U
