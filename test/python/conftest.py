@@ -43,6 +43,16 @@ def dev(request):
     return _make(request.param)
 
 
+@pytest.fixture
+def graph_dev():
+    """A CPU device of its own for recording graphs; its graph is dropped
+    afterwards."""
+    d = device.create_separate_cpu_device()
+    yield d
+    d.EnableGraph(False)
+    d.ResetGraph()
+
+
 @pytest.fixture(scope="module", params=[pytest.param("cpu2", id="cpu2")] + _gpu_params())
 def other(request):
     return _make(request.param)

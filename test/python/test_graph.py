@@ -12,11 +12,10 @@ from singa import singa_wrap as cw
 
 
 @pytest.fixture
-def dev():
-    d = device.create_separate_cpu_device()
-    yield d
-    d.EnableGraph(False)
-    d.ResetGraph()
+def dev(graph_dev):
+    # Every test here records on a device of its own (conftest's dev
+    # would be the shared default device).
+    return graph_dev
 
 
 def _t(arr, d):

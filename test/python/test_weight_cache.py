@@ -153,55 +153,49 @@ def test_data_gradient_after_a_weight_change():
     _close(dx(), ref())
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_graph_replays_see_in_graph_weight_updates(shape):
+def _graph_inputs(shape, dev):
+    """x (as NumPy and on dev) and w (on dev) for one of SHAPES."""
     c, k, hw = SHAPES[shape]
-    dev = device.create_separate_cpu_device()
-    try:
-        xn = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
-        wn = (rng.standard_normal((k, c, 3, 3)) * 0.2).astype(np.float32)
-        x, w = tensor.from_numpy(xn, dev), tensor.from_numpy(wn, dev)
-        with autograd.train_mode(False):
-            dev.EnableGraph(True)
-            y1 = _conv(x, w)
-            w *= 0.5
-            y2 = _conv(x, w)
-            dev.EnableGraph(False)
-        for _ in range(3):
-            w0 = w.numpy()
-            dev.RunGraph(True)
-            _close(y1.numpy(), _ref(xn, w0))
-            _close(y2.numpy(), _ref(xn, w0 * 0.5))
-    finally:
-        dev.EnableGraph(False)
-        dev.ResetGraph()
+    xn = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    wn = (rng.standard_normal((k, c, 3, 3)) * 0.2).astype(np.float32)
+    return xn, tensor.from_numpy(xn, dev), tensor.from_numpy(wn, dev)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_graph_replays_see_weights_written_between_replays(shape):
+def test_graph_replays_see_in_graph_weight_updates(shape, graph_dev):
+    dev = graph_dev
+    xn, x, w = _graph_inputs(shape, dev)
+    with autograd.train_mode(False):
+        dev.EnableGraph(True)
+        y1 = _conv(x, w)
+        w *= 0.5
+        y2 = _conv(x, w)
+        dev.EnableGraph(False)
+    for _ in range(3):
+        w0 = w.numpy()
+        dev.RunGraph(True)
+        _close(y1.numpy(), _ref(xn, w0))
+        _close(y2.numpy(), _ref(xn, w0 * 0.5))
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_graph_replays_see_weights_written_between_replays(shape, graph_dev):
     # An inference graph replayed with unchanged weights keeps their
     # rearranged form from the first or second replay; weights written
     # between replays must give the new result at the next one.
-    c, k, hw = SHAPES[shape]
-    dev = device.create_separate_cpu_device()
-    try:
-        xn = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
-        x = tensor.from_numpy(xn, dev)
-        w = tensor.from_numpy((rng.standard_normal((k, c, 3, 3)) * 0.2).astype(np.float32), dev)
-        with autograd.train_mode(False):
-            dev.EnableGraph(True)
-            y = _conv(x, w)
-            dev.EnableGraph(False)
-        for step in range(2):
-            w0 = w.numpy()
-            outs = []
-            for _ in range(3):
-                dev.RunGraph(True)
-                outs.append(y.numpy())
-            _close(outs[0], _ref(xn, w0))
-            for o in outs[1:]:
-                np.testing.assert_array_equal(o, outs[0])
-            w.copy_from_numpy((rng.standard_normal((k, c, 3, 3)) * 0.2).astype(np.float32))
-    finally:
+    dev = graph_dev
+    xn, x, w = _graph_inputs(shape, dev)
+    with autograd.train_mode(False):
+        dev.EnableGraph(True)
+        y = _conv(x, w)
         dev.EnableGraph(False)
-        dev.ResetGraph()
+    for _ in range(2):
+        w0 = w.numpy()
+        outs = []
+        for _ in range(3):
+            dev.RunGraph(True)
+            outs.append(y.numpy())
+        _close(outs[0], _ref(xn, w0))
+        for o in outs[1:]:
+            np.testing.assert_array_equal(o, outs[0])
+        w.copy_from_numpy((rng.standard_normal(w.shape) * 0.2).astype(np.float32))
