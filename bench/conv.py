@@ -21,7 +21,7 @@ Prints, for each thread count:
   3. training steps against PyTorch (bench/train_step.py): LeNet,
      ResNet-18 (batch 32) and the MLP;
   4. ResNet-18 inference at batch 1 and 32 against onnxruntime running the
-     model singa exports.
+     model singa exports, singa eager and as a Model in graph mode.
 Every side runs in a process of its own (bench/_harness.py); layer figures
 are the best over repeats and rounds, step and inference figures medians.
 Before and after each table it samples how long a cache line takes between
@@ -352,13 +352,33 @@ def export_side(threads, path, batch):
     return {"ok": 1.0}
 
 
-def singa_infer(threads, batch, iters):
+def singa_infer(threads, batch, iters, graph=False):
+    """Side function: ms per forward of the seeded ResNet-18 in evaluation
+    mode, eager (every layer called from Python) or, with graph, as a
+    Model in graph mode (SINGA's fast path: the first call records the
+    forward, later ones replay it in C++). The graph side checks its output
+    against an eager forward of the same input first."""
     import singa
-    from singa import autograd, tensor
+    from singa import autograd, model, tensor
     singa.set_num_threads(threads)
-    net = _seeded_resnet()
+    layers = _seeded_resnet()
     x = tensor.from_numpy(np.random.default_rng(1).standard_normal(
         (batch, 3, 32, 32)).astype(np.float32))
+    net, out = layers, {}
+    if graph:
+        class Inference(model.Model):
+            def __init__(self):
+                super().__init__()
+                self.net = layers
+
+            def forward(self, x):
+                return self.net(x)
+
+        with autograd.train_mode(False):
+            want = tensor.to_numpy(layers(x))
+        net = Inference()
+        net.eval()
+        net.graph(True)
     times, now = [], _harness.clock()
     with autograd.train_mode(False):
         net(x).data.device().Sync()
@@ -367,7 +387,13 @@ def singa_infer(threads, batch, iters):
             y = net(x)
             y.data.device().Sync()
             times.append(now() - t0)
-    return {"ms": 1e3 * statistics.median(times)}
+    out["ms"] = 1e3 * statistics.median(times)
+    if graph:  # the last replay's output
+        got = tensor.to_numpy(y)
+        out["max_diff"] = float(np.abs(got - want).max())
+        if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+            raise RuntimeError(f"graph-mode forward differs from eager by {out['max_diff']}")
+    return out
 
 
 def ort_infer(threads, batch, iters, path):
@@ -395,10 +421,13 @@ def inference_table(threads, rounds, quick, out=print):
         return
     out("\nResNet-18 inference (32x32 inputs), ms per forward: median over rounds of "
         "each process's median")
-    out("(" + _harness.describe(rounds) + "; onnxruntime runs singa's ONNX export; " +
-        _harness.PAIRED_NOTE + ")")
-    header = (f"{'batch':>5} {'thr':>3} {'singa':>9} {'onnxruntime':>12} {'ratio':>6} "
-              f"{'paired':>6} {'best':>6} {'target':>6}")
+    out("(" + _harness.describe(rounds) + "; singa runs eager (each layer called from Python) "
+        "and as a Model in graph mode (recorded once, replayed in C++; its output checked "
+        "against eager); onnxruntime runs singa's ONNX export; ratio: singa's time over "
+        "onnxruntime's; " + _harness.PAIRED_NOTE + ")")
+    header = (f"{'batch':>5} {'thr':>3} {'eager':>7} {'graph':>7} {'onnxruntime':>12} "
+              f"{'ratio':>6} {'paired':>6} {'best':>6} {'graph':>6} {'paired':>6} "
+              f"{'best':>6} {'target':>6}")
     out(header)
     out("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
@@ -410,14 +439,21 @@ def inference_table(threads, rounds, quick, out=print):
             for n in threads:
                 res = _harness.compare(
                     [_harness.Side("singa", "conv:singa_infer", {"batch": batch, "iters": iters}),
+                     _harness.Side("graph", "conv:singa_infer",
+                                   {"batch": batch, "iters": iters, "graph": True}),
                      _harness.Side("onnxruntime", "conv:ort_infer",
                                    {"batch": batch, "iters": iters, "path": path},
                                    needs="onnxruntime")],
                     threads=n, rounds=rounds)
-                s, o = res["singa"].median("ms"), res["onnxruntime"].median("ms")
-                paired, best = _harness.ratios(res["singa"], res["onnxruntime"], "ms")
-                out(f"{batch:5d} {n:3d} {s:9.2f} {o:12.2f} {s / o:6.2f} {paired:6.2f} "
-                    f"{best:6.2f} {1.2:6.2f}")
+                ort = res["onnxruntime"]
+                cells = []
+                for side in ("singa", "graph"):
+                    ms = res[side].median("ms")
+                    cells.append((ms, ms / ort.median("ms")) +
+                                 _harness.ratios(res[side], ort, "ms"))
+                (s, r, p, b), (g, gr, gp, gb) = cells
+                out(f"{batch:5d} {n:3d} {s:7.2f} {g:7.2f} {ort.median('ms'):12.2f} "
+                    f"{r:6.2f} {p:6.2f} {b:6.2f} {gr:6.2f} {gp:6.2f} {gb:6.2f} {1.2:6.2f}")
 
 
 # ----------------------------------------------------------------------- main

@@ -26,3 +26,13 @@ def test_paired_and_best_ratios():
     assert a.median("ms") / b.median("ms") == pytest.approx(1.25)
     paired, _ = _harness.ratios(samples([1.0, 10.0]), samples([2.0, 10.0]), "ms")
     assert paired == pytest.approx(0.75)
+
+
+def test_graph_inference_side_matches_eager():
+    # bench/conv.py times ResNet-18 inference as a Model in graph mode; the
+    # side compares the last replay's output with an eager forward and raises
+    # when they differ
+    import conv
+    res = conv.singa_infer(1, batch=2, iters=2, graph=True)
+    assert res["max_diff"] <= 1e-5
+    assert res["ms"] > 0
