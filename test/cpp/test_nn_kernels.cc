@@ -1137,31 +1137,44 @@ static void TestPool2x2Fast() {
   omp_set_num_threads(saved);
 }
 
-// The argmax maximum MaxPool2dBackward's caller checks: lengths around a
-// few vectors (tails of each width), and long arrays split over 1 and 2
-// threads with the largest entry in each thread's share and at the ends.
-static void TestArgmaxTop() {
+// MaxPool2dBackward's count of argmax entries at or past the plane's end,
+// which its caller reports as an error: 2x2 pools (whose loops find them
+// while checking each argmax against its window) and a 3x3 one, over 1 and
+// 2 threads, with such entries in the first, a middle and the last plane;
+// the other entries are still scattered, and -1 is skipped uncounted.
+static void TestArgmaxPastPlane() {
   const int saved = omp_get_max_threads();
-  bool ok = MaxPool2dArgmaxTop(nullptr, 0) == -1;
+  bool ok = true;
+  const PoolParams cases[] = {PP(64, 50, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0),
+                              PP(2, 3, 12, 24, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0),
+                              PP(2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0)};
   for (int t : {1, 2}) {
     omp_set_num_threads(t);
-    for (size_t n : {size_t(1), size_t(7), size_t(63), size_t(64),
-                     size_t(65), size_t(131), size_t(100003)}) {
-      std::vector<int32_t> a(n);
-      for (size_t i = 0; i < n; ++i) a[i] = int32_t(i % 97) - 1;
-      for (size_t at : {size_t(0), n / 3, (n / 2 + 1) % n, n - 1}) {
-        std::vector<int32_t> b = a;
-        b[at] = 1 << 30;
-        ok = ok && MaxPool2dArgmaxTop(b.data(), n) == 1 << 30;
-      }
-      std::vector<int32_t> neg(n, -1);
-      ok = ok && MaxPool2dArgmaxTop(neg.data(), n) == -1 &&
-           MaxPool2dArgmaxTop(a.data(), n) ==
-               *std::max_element(a.begin(), a.end());
+    for (const PoolParams& p : cases) {
+      const int oh = p.oh(), ow = p.ow(), plane = p.h * p.w;
+      const size_t ysz = size_t(p.n) * p.c * oh * ow;
+      Vec x = Random(size_t(p.n) * p.c * plane), y(ysz), dy = Random(ysz);
+      std::vector<int32_t> arg(ysz);
+      MaxPool2dForward(x.data(), y.data(), arg.data(), p);
+      Vec dx(x.size());
+      ok = ok && MaxPool2dBackward(dy.data(), arg.data(), dx.data(), p) == 0;
+      std::vector<int32_t> a = arg;
+      a[0] = plane;
+      a[ysz / 2] = 1 << 30;
+      a[ysz / 2 + 1] = -1;
+      a[ysz - 1] = plane + 1;
+      const size_t past = MaxPool2dBackward(dy.data(), a.data(), dx.data(), p);
+      Vec ref(x.size(), 0.f);
+      for (size_t j = 0; j < ysz; ++j)
+        if (a[j] >= 0 && a[j] < plane) ref[j / (oh * ow) * plane + a[j]] += dy[j];
+      ok = ok && past == 3;
+      Check("pool backward, argmax past the plane (" + std::to_string(p.kh) + "x" +
+                std::to_string(p.kw) + ", " + std::to_string(t) + " threads)",
+            dx, DVec(ref.begin(), ref.end()), 0);
     }
   }
   omp_set_num_threads(saved);
-  Report(ok, "max pool argmax maximum");
+  Report(ok, "max pool backward counts argmax entries past the plane");
 }
 
 static void TestPoolAll() {
@@ -1205,7 +1218,7 @@ static void TestPoolAll() {
     TestPool("pool 2x2 s2 vector ties", p, x, false);
   }
   TestPool2x2Fast();
-  TestArgmaxTop();
+  TestArgmaxPastPlane();
   {
     PoolParams p = PP(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
     Vec x = Random(16), y(4);

@@ -100,12 +100,12 @@ struct PoolParams {
 // propagate, as in PyTorch.
 void MaxPool2dForward(const float* x, float* y, int32_t* argmax,
                       const PoolParams& p);
-// dx is zeroed, then every dy is added at its argmax position.
-void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
-                       const PoolParams& p);
-// The largest of count argmax entries (-1 when count is 0): the caller of
-// MaxPool2dBackward checks it against the plane size before queuing work.
-int32_t MaxPool2dArgmaxTop(const int32_t* argmax, size_t count);
+// dx is zeroed, then every dy is added at its argmax position. Positions
+// outside the input plane are skipped: negative ones (a window with no
+// input) silently, and the count of those at or past the plane's end is
+// returned, for the caller to report as an error.
+size_t MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
+                         const PoolParams& p);
 // Divisor: cells of the window inside the input (count_include_pad=false) or
 // inside input+padding (true); cells past the padded edge, which ceil_mode
 // can create, are never counted.

@@ -69,7 +69,8 @@ template <typename Fn>
 void RunKernel(const std::vector<Block*>& reads, const std::vector<Tensor>& outs, Fn fn) {
   std::vector<Block*> writes;
   for (const Tensor& t : outs) writes.push_back(t.block());
-  outs[0].device()->Exec([fn](Context* ctx) mutable { fn(ctx); }, reads, writes);
+  outs[0].device()->Exec([fn = std::move(fn)](Context* ctx) mutable { fn(ctx); }, reads,
+                         writes);
 }
 
 // Calls cpu::Fn(args...) for a tensor on a host device and, in a CUDA
@@ -270,29 +271,35 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
               dy.shape(), " and argmax ", argmax.shape(), " should both be ", ys);
   CheckSameDevice(op, dy, argmax);
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
-  // The kernel scatters into dx at these positions: each must lie inside
-  // its H*W plane (negative marks a window with no input, and is skipped).
-  // On the host they are checked here, with a max over all of them first
-  // (the pooling kernels' own vector loop, on the OpenMP team) so that the
-  // usual case costs one pass at load speed. While a graph is recorded
-  // the values do not exist yet, and on a GPU reading them would cost a copy
-  // and a sync per call: there the kernels skip any position outside.
-  if (ac.device()->is_host() && !ac.device()->graph_enabled()) {
-    ac.device()->Sync();
-    const int32_t* am = ac.data<int32_t>();
-    const int64_t plane = int64_t(p.h) * p.w;
-    const size_t count = ac.Size();
-    if (cpu::MaxPool2dArgmaxTop(am, count) >= plane)
-      for (size_t i = 0; i < count; ++i)
-        SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
-                    " is outside an input plane of ", p.h, "x", p.w, " elements");
-  }
   Tensor dx(x_shape, dy.device());
   const bool host = dx.device()->is_host();
-  RunKernel({dyc.block(), ac.block()}, {dx}, [=](Context* ctx) mutable {
-    SINGA_NN_KERNEL(host, MaxPool2dBackward, ctx, dyc.data<float>(), ac.data<int32_t>(),
-                    dx.mutable_data<float>(), p);
+  // The kernel scatters into dx at these positions and skips any outside
+  // the H*W plane (negative marks a window with no input). Run eagerly on
+  // the host, it counts those at or past the plane's end, which are the
+  // caller's error, reported below; the 2x2 loops find them while checking
+  // each argmax against its window, so the usual case costs no extra pass.
+  // While a graph is recorded the values do not exist yet, and on a GPU
+  // reading them would cost a copy and a sync per call: there they are
+  // only skipped.
+  const bool check = host && !dx.device()->graph_enabled();
+  size_t past = 0;
+  size_t* report = check ? &past : nullptr;  // Exec runs the kernel now
+  RunKernel({dyc.block(), ac.block()}, {dx}, [=]([[maybe_unused]] Context* ctx) mutable {
+#ifdef USE_CUDA
+    if (!host) return gpu::MaxPool2dBackward(dyc.data<float>(), ac.data<int32_t>(),
+                                             dx.mutable_data<float>(), p, ctx);
+#endif
+    const size_t n = cpu::MaxPool2dBackward(dyc.data<float>(), ac.data<int32_t>(),
+                                            dx.mutable_data<float>(), p);
+    if (report) *report = n;
   });
+  if (past) {
+    const int32_t* am = ac.data<int32_t>();
+    const int64_t plane = int64_t(p.h) * p.w;
+    for (size_t i = 0; i < ac.Size(); ++i)
+      SINGA_CHECK(am[i] < plane, IndexError, op, ": argmax ", am[i], " at flat position ", i,
+                  " is outside an input plane of ", p.h, "x", p.w, " elements");
+  }
   return dx;
 }
 

@@ -29,9 +29,8 @@ struct PoolPlan {
 SINGA_ISA_DECLARE(
     void MaxPoolForward(const float* x, float* y, int32_t* argmax,
                         const PoolParams& p, const PoolPlan& pl);
-    void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
-                         const PoolParams& p, const PoolPlan& pl);
-    int32_t MaxPoolArgmaxTop(const int32_t* argmax, size_t count);
+    size_t MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
+                           const PoolParams& p, const PoolPlan& pl);
     void AvgPoolForward(const float* x, float* y, const PoolParams& p,
                         const PoolPlan& pl);
     void AvgPoolBackward(const float* dy, float* dx, const PoolParams& p,

@@ -117,18 +117,14 @@ void MaxPool2dForward(const float* x, float* y, int32_t* argmax,
   SINGA_ISA_DISPATCH(MaxPoolForward(x, y, argmax, p, pl.view()));
 }
 
-void MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
-                       const PoolParams& p) {
+size_t MaxPool2dBackward(const float* dy, const int32_t* argmax, float* dx,
+                         const PoolParams& p) {
   p.Validate();
   if (!argmax)
     throw std::invalid_argument(
         Describe(p) + ": MaxPool2dBackward needs the argmax of the forward");
   const Plan pl = MakePlan(p, false);
   SINGA_ISA_DISPATCH(MaxPoolBackward(dy, argmax, dx, p, pl.view()));
-}
-
-int32_t MaxPool2dArgmaxTop(const int32_t* argmax, size_t count) {
-  SINGA_ISA_DISPATCH(MaxPoolArgmaxTop(argmax, count));
 }
 
 void AvgPool2dForward(const float* x, float* y, const PoolParams& p) {

@@ -38,14 +38,21 @@ bool Is2x2(const PoolParams& p, const PoolPlan& pl) {
 }
 
 // The generic max-pool backward of one plane: zero, then scatter-add.
-void MaxPoolPlaneBackward(const float* g, const int32_t* a, float* d,
-                          size_t in_plane, size_t out_plane) {
+// Positions outside the plane (a window with no input is -1) are skipped,
+// so an argmax nobody checked (one a recorded graph computes) cannot write
+// out of bounds; returns how many lay at or past the plane's end.
+size_t MaxPoolPlaneBackward(const float* g, const int32_t* a, float* d,
+                            size_t in_plane, size_t out_plane) {
   std::fill(d, d + in_plane, 0.f);
-  // Positions outside the plane (a window with no input is -1) are
-  // skipped: an argmax the caller could not check (one a recorded graph
-  // computes) must not write out of bounds.
-  for (size_t j = 0; j < out_plane; ++j)
-    if (a[j] >= 0 && size_t(a[j]) < in_plane) d[a[j]] += g[j];
+  size_t past = 0;
+  for (size_t j = 0; j < out_plane; ++j) {
+    if (a[j] < 0) continue;
+    if (size_t(a[j]) < in_plane)
+      d[a[j]] += g[j];
+    else
+      ++past;
+  }
+  return past;
 }
 
 // The horizontal stride is a template parameter (0 = read it at run time)
@@ -196,14 +203,15 @@ void MaxPoolForward(const float* x, float* y, int32_t* argmax,
   });
 }
 
-void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
-                     const PoolParams& p, const PoolPlan& pl) {
+size_t MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
+                       const PoolParams& p, const PoolPlan& pl) {
   const long planes = long(p.n) * p.c;
   const size_t in_plane = size_t(p.h) * p.w;
   const size_t out_plane = size_t(pl.oh) * pl.ow;
   const long work = planes * long(in_plane + out_plane);
   const bool two = Is2x2(p, pl);
-#pragma omp parallel if (work > kParallelWork)
+  size_t past = 0;
+#pragma omp parallel reduction(+ : past) if (work > kParallelWork)
   {
     const long nt = omp_get_num_threads(), t = omp_get_thread_num();
     const long q0 = planes * t / nt, q1 = planes * (t + 1) / nt;
@@ -214,32 +222,10 @@ void MaxPoolBackward(const float* dy, const int32_t* argmax, float* dx,
     // not, this thread's planes are redone by the general scatter.
     if (!two || strays.any())
       for (long q = q0; q < q1; ++q)
-        MaxPoolPlaneBackward(dy + q * out_plane, argmax + q * out_plane,
-                             dx + q * in_plane, in_plane, out_plane);
+        past += MaxPoolPlaneBackward(dy + q * out_plane, argmax + q * out_plane,
+                                     dx + q * in_plane, in_plane, out_plane);
   }
-}
-
-int32_t MaxPoolArgmaxTop(const int32_t* argmax, size_t count) {
-  int32_t top = -1;
-#pragma omp parallel reduction(max : top) if (count > size_t(kParallelWork))
-  {
-    const size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
-    // Four vector maxima in flight, so the loop runs at load speed rather
-    // than at the latency of one dependent chain.
-    IVec m[4];
-    for (auto& v : m) v = IVec{} - 1;
-    size_t i = lo;
-    for (; i + 4 * kVW <= hi; i += 4 * kVW)
-      for (int k = 0; k < 4; ++k) {
-        const IVec v = LoadV<IVec>(argmax + i + k * kVW);
-        m[k] = v > m[k] ? v : m[k];
-      }
-    for (int k = 1; k < 4; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
-    for (int l = 0; l < kVW; ++l) top = std::max(top, m[0][l]);
-    for (; i < hi; ++i) top = std::max(top, argmax[i]);
-  }
-  return top;
+  return past;
 }
 
 void AvgPoolForward(const float* x, float* y, const PoolParams& p,
