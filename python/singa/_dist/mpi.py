@@ -23,6 +23,7 @@ during the backward pass overlaps nothing (doc/distributed.md).
 """
 
 import sys
+import time
 
 import numpy as np
 
@@ -33,6 +34,9 @@ INSTALL_HINT = ('install the "dist" extra: pip install "singa[dist]" '
                 "(or pip install mpi4py mpich)")
 
 _abort_hook_installed = False
+# How long a failing rank waits, after printing its traceback, before it
+# aborts the job (install_abort_on_error).
+_FORWARD_SECONDS = 0.5
 
 
 def import_mpi():
@@ -51,7 +55,10 @@ def install_abort_on_error(MPI):
     Without this the failing rank's interpreter waits in MPI_Finalize while
     the others wait in their next collective, and the job hangs. The hook
     prints the traceback as usual, then calls MPI_Abort, which makes
-    mpiexec stop every rank.
+    mpiexec stop every rank. Between the two it waits a moment: the
+    traceback reaches the user's terminal through mpiexec's forwarding of
+    each rank's output, and an abort that came first cut it off mid-line
+    (seen once in CI, on a loaded machine).
     """
     global _abort_hook_installed
     if _abort_hook_installed:
@@ -63,6 +70,7 @@ def install_abort_on_error(MPI):
             previous(exc_type, exc, tb)
             sys.stderr.flush()
             sys.stdout.flush()
+            time.sleep(_FORWARD_SECONDS)
         finally:
             if MPI.COMM_WORLD.Get_size() > 1:
                 MPI.COMM_WORLD.Abort(1)
