@@ -269,7 +269,6 @@ Tensor MaxPool2dBackward(const Tensor& dy, const Tensor& argmax, const Shape& x_
   Shape ys = {x_shape[0], x_shape[1], size_t(p.oh()), size_t(p.ow())};
   SINGA_CHECK(dy.shape() == ys && argmax.shape() == ys, ShapeError, op, ": gradient ",
               dy.shape(), " and argmax ", argmax.shape(), " should both be ", ys);
-  CheckSameDevice(op, dy, argmax);
   Tensor dyc = dy.Contiguous(), ac = argmax.Contiguous();
   Tensor dx(x_shape, dy.device());
   const bool host = dx.device()->is_host();
