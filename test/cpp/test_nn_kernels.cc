@@ -21,6 +21,7 @@
 #include "singa/core/cpu_isa.h"
 #include "singa/core/nn_kernels.h"
 #include "batchnorm.h"
+#include "conv_engine.h"
 #include "conv_shift.h"
 #include "winograd.h"
 #include "weight_cache.h"
@@ -780,6 +781,49 @@ static void TestShiftCases() {
   SetShiftMode(ShiftMode::kAuto);
 }
 
+// The weight gradient's broadcast form (conv_nt_isa.cc), forced onto every
+// product: 1x1 kernels at strides 1, 2 and 3 (copied directly), with pads
+// and with rows too narrow for the direct copy (both packed the general
+// way), dy read in place and from a copy, reductions over several slices,
+// dw rows and columns that leave partial tiles, several k blocks, groups,
+// and 1, 2 and 5 threads (column blocks or split reductions); then the
+// automatic choice on a long 1x1 stride-2 reduction.
+static void TestNtBroadcast() {
+  SetNtBroadcastMode(PathMode::kForce);
+  SetShiftMode(ShiftMode::kOff);
+  SetWinogradMode(WinogradMode::kOff);
+  const int saved = omp_get_max_threads();
+  for (int t : {1, 2, 5}) {
+    omp_set_num_threads(t);
+    const std::string th = " (" + std::to_string(t) + " threads)";
+    TestConv("broadcast dw 1x1 s2 in place" + th,
+             CP(5, 20, 32, 32, 13, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("broadcast dw 1x1 s1 slices" + th,
+             CP(3, 17, 20, 20, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("broadcast dw 1x1 s3" + th,
+             CP(2, 5, 31, 29, 7, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1), t == 1);
+    TestConv("broadcast dw 1x1 pads" + th,
+             CP(3, 6, 9, 9, 5, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("broadcast dw 1x1 s2 odd width" + th,
+             CP(2, 8, 31, 31, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("broadcast dw 5x5 k blocks" + th,
+             CP(20, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("broadcast dw 3x3 s2 many rows" + th,
+             CP(2, 16, 17, 17, 260, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("broadcast dw groups" + th,
+             CP(3, 6, 19, 25, 9, 3, 5, 2, 1, 2, 1, 0, 2, 1, 1, 3), false);
+  }
+  SetNtBroadcastMode(PathMode::kAuto);
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    TestConv("auto dw 1x1 s2 long (" + std::to_string(t) + " threads)",
+             CP(9, 24, 32, 32, 40, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+  }
+  omp_set_num_threads(saved);
+  SetWinogradMode(WinogradMode::kAuto);
+  SetShiftMode(ShiftMode::kAuto);
+}
+
 static void TestConvAll() {
   TestConv("conv basic", CP(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
            true);
@@ -854,6 +898,7 @@ static void TestConvAll() {
   TestWinogradWeight();
   TestTapsDx();
   TestShiftCases();
+  TestNtBroadcast();
   TestWinogradCases();
   TestWinogradCache();
   TestWeightCacheRules();

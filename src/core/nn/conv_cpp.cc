@@ -45,6 +45,18 @@ namespace cpu {
 
 namespace {
 
+PathMode& CurrentNtBroadcastMode() {
+  static PathMode mode = PathModeFromEnv("SINGA_CONV_NT_BROADCAST");
+  return mode;
+}
+
+}  // namespace
+
+PathMode NtBroadcastMode() { return CurrentNtBroadcastMode(); }
+void SetNtBroadcastMode(PathMode mode) { CurrentNtBroadcastMode() = mode; }
+
+namespace {
+
 // Packed B panels of one NN slab stay within this many floats (L2 sized).
 constexpr int64_t kSlabFloats = int64_t(1) << 16;
 // Reduction blocks of the NN product: one block up to kMaxKc taps.

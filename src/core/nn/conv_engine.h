@@ -29,6 +29,8 @@
 
 #include "singa/core/cpu_isa.h"
 
+#include "path_mode.h"
+
 namespace singa {
 namespace cpu {
 
@@ -105,6 +107,11 @@ struct NtJob {
   const float* d;
   int64_t ldd, d_img, dplane;
 };
+
+// Whether NtBlock sums its reduction in the broadcast form (conv_nt_isa.cc):
+// SINGA_CONV_NT_BROADCAST=off|auto|force sets the initial mode.
+PathMode NtBroadcastMode();
+void SetNtBroadcastMode(PathMode mode);
 
 // What conv_isa.cc and conv_nt_isa.cc provide in each ISA namespace.
 SINGA_ISA_DECLARE(

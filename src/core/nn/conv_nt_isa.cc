@@ -71,6 +71,113 @@ void KernelNTSum(int len, const float* __restrict a, int64_t lda, int mr,
     }
 }
 
+// ------------------------------------------------------------- broadcast
+// The broadcast form of the same product: B packed transposed, bt[q][k]
+// with k fastest, and dy read in place one value at a time, broadcast
+// across a vector. A tile of kBtRows rows of c by kBtVecs vectors of
+// columns stays in registers over the reduction and holds whole sums, so a
+// step loads kBtVecs vectors and kBtRows scalars for kBtRows * kBtVecs
+// products, where the lane-wise form loads kNtRows + kNtCols vectors for
+// kNtRows * kNtCols and streams its packed B from L2 once per tile row. On
+// ResNet's 1x1 stride-2 shortcut the 6 x 4 kernel ran at 94% of the FMA
+// peak with bt in cache (Zen 5, one thread), the lane-wise one at about 63%.
+#if SINGA_ISA_LEVEL >= 2
+constexpr int kBtRows = 6, kBtVecs = 4;
+#else
+constexpr int kBtRows = 6, kBtVecs = 2;
+#endif
+// Reduction columns per slice of bt: up to kBtSliceFloats floats (64 KiB,
+// kept in L2), and at most kBtMaxSlice columns. That is a whole 16 x 16
+// plane for 64 columns of dw; slices of half that size, which stay in L1,
+// took 0.94-0.98x the lane-wise time on the 1x1 stride-2 shortcut where
+// these took 0.86-0.88x (with an earlier form of the prefetch below).
+constexpr int kBtSliceFloats = 16384, kBtMaxSlice = 256;
+
+// c[i * ldc + v * kVW + l] += sum over q < len of a[i * lda + q] *
+// bt[q * ldb + v * kVW + l], for i < MR and v < NV; prefetches pf[0:npf]
+// into L2 on the way, one every `every` steps.
+template <int MR, int NV>
+void KernelBT(int len, const float* __restrict a, int64_t lda,
+              const float* __restrict bt, int64_t ldb, float* __restrict c,
+              int64_t ldc, const char* const* pf, int npf, int every) {
+  Vec s[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) s[i][v] = Load(c + i * ldc + v * kVW);
+  int pi = 0;
+  for (int q = 0; q < len; ++q, bt += ldb) {
+    if (pi < npf && q % every == 0) PrefetchL2(pf[pi++]);
+    Vec b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = Load(bt + v * kVW);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const Vec av = Vec{} + a[i * lda + q];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[i][v] += av * b[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
+}
+
+using KernelBTFn = void (*)(int, const float*, int64_t, const float*, int64_t,
+                            float*, int64_t, const char* const*, int, int);
+
+template <int MR>
+KernelBTFn KernelBTFor(int nv) {
+  switch (nv) {
+    case 1: return KernelBT<MR, 1>;
+#if SINGA_ISA_LEVEL >= 2
+    case 2: return KernelBT<MR, 2>;
+    case 3: return KernelBT<MR, 3>;
+#endif
+    default: return KernelBT<MR, kBtVecs>;
+  }
+}
+
+// The kernel for an mr x nv tile (mr <= kBtRows, nv <= kBtVecs).
+KernelBTFn KernelBTFor(int mr, int nv) {
+  switch (mr) {
+    case 1: return KernelBTFor<1>(nv);
+    case 2: return KernelBTFor<2>(nv);
+    case 3: return KernelBTFor<3>(nv);
+    case 4: return KernelBTFor<4>(nv);
+    case 5: return KernelBTFor<5>(nv);
+    default: return KernelBTFor<kBtRows>(nv);
+  }
+}
+
+// t[j * ldt + i] = s[i * lds + j] for a kVW x kVW block, in log2(kVW)
+// rounds of two-input shuffles: round b swaps bit b of the row with bit b
+// of the column.
+inline void TransposeBlock(const float* s, int64_t lds, float* t,
+                           int64_t ldt) {
+  Vec r[kVW];
+#pragma GCC unroll 16
+  for (int i = 0; i < kVW; ++i) r[i] = Load(s + i * lds);
+#pragma GCC unroll 4
+  for (int b = kVW / 2; b >= 1; b /= 2) {
+    IVec lo, hi;
+    for (int j = 0; j < kVW; ++j) {
+      lo[j] = (j & b) ? kVW + j - b : j;
+      hi[j] = (j & b) ? kVW + j : j + b;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kVW; ++i)
+      if (!(i & b)) {
+        const Vec u = __builtin_shuffle(r[i], r[i + b], lo);
+        r[i + b] = __builtin_shuffle(r[i], r[i + b], hi);
+        r[i] = u;
+      }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < kVW; ++j) Store(t + j * ldt, r[j]);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------- NT
@@ -89,7 +196,12 @@ constexpr int64_t kNtAheadFloats = int64_t(1) << 17;
 size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows) {
   (void)cols;
   const int64_t mp = RoundUp(job.M, kNtRows), kp = RoundUp(rows, kNtCols);
-  return size_t(mp * kp * kVW + kp * kNtBlock);
+  // The broadcast form: the sums [M][kt], a slice of bt and the staging
+  // block that PackNt fills (kVW rows rounded up to its tiles).
+  const int64_t kt = RoundUp(rows, kVW);
+  const int64_t bt = job.M * kt + kBtMaxSlice * kt +
+                     RoundUp(kVW, kNtCols) * kBtMaxSlice;
+  return size_t(std::max(mp * kp * kVW + kp * kNtBlock, bt));
 }
 
 namespace {
@@ -108,6 +220,181 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
 }
 
+// A 1x1 kernel's rows of B over one slice of the grid, for the broadcast
+// form: each run's offset within a channel is worked out once per slice,
+// and a block of channels is then copied run by run with nothing else per
+// run. PackNt's general walk works out every run again for every row
+// (bounds, taps, a prefetch of the next channel); on ResNet's 1x1 stride-2
+// shortcut it took about three times as long.
+class OneTapSlice {
+ public:
+  // False (use PackNt) unless B has one tap per channel, channel by
+  // channel, and every run of [r0, r1) lies inside the source plane.
+  bool Build(const TapRows& t, const Grid& grid, int64_t r0, int64_t r1) {
+    if (t.tr != 1 || t.tc != 1 || t.channel_fastest) return false;
+    BuildRuns(grid, r0, r1, 0, &runs_);
+    const int n = runs_.count;
+    int64_t* off = offs_.Reserve(size_t(n));
+    ssx_ = t.ssx;
+    for (int u = 0; u < n; ++u) {
+      const Run& r = runs_.begin()[u];
+      const int y = r.qy * t.ssy + t.offy[0], x = r.qx * t.ssx + t.offx[0];
+      // CopyEven reads one float past its last.
+      const int end = x + (ssx_ == 2 ? 2 * r.len : (r.len - 1) * ssx_ + 1);
+      if (y < 0 || y >= t.sh || x < 0 || end > t.sw) return false;
+      off[u] = r.b * t.img_stride + int64_t(y) * t.sw + x;
+    }
+    return true;
+  }
+  // Rows [k0, k1) of B into dst, lp floats per row, zero past the slice.
+  void Pack(const TapRows& t, int k0, int k1, int len, int lp,
+            float* dst) const {
+    const Run* runs = runs_.begin();
+    const int64_t* off = offs_.data();
+    for (int k = k0; k < k1; ++k) {
+      const float* chan = t.src + int64_t(k) * t.cstride;
+      float* d = dst + int64_t(k - k0) * lp;
+      for (int u = 0; u < runs_.count; ++u) {
+        const float* s = chan + off[u];
+        float* o = d + runs[u].col;
+        if (ssx_ == 1) {
+          Copy(o, s, runs[u].len);
+        } else if (ssx_ == 2) {
+          CopyEven(o, s, runs[u].len);
+        } else {
+          for (int j = 0; j < runs[u].len; ++j) o[j] = s[int64_t(j) * ssx_];
+        }
+      }
+      Zero(d + len, lp - len);
+    }
+  }
+
+  // The cache lines that Pack reads for rows [k0, k1), into out; returns
+  // their count.
+  int Lines(const TapRows& t, int k0, int k1, Buffer<const char*>* out) {
+    // The lines of one channel, as offsets from its first float's line.
+    const uintptr_t base = uintptr_t(t.src) & ~uintptr_t(63);
+    size_t most = 0;
+    for (int u = 0; u < runs_.count; ++u)
+      most += size_t(runs_.begin()[u].len - 1) * ssx_ / 16 + 2;
+    int64_t* lo = line_offs_.Reserve(most);
+    int per = 0;
+    for (int u = 0; u < runs_.count; ++u) {
+      const float* s = t.src + offs_.data()[u];
+      const uintptr_t e = uintptr_t(s + (runs_.begin()[u].len - 1) * ssx_);
+      for (uintptr_t l = uintptr_t(s) & ~uintptr_t(63); l <= e; l += 64)
+        lo[per++] = int64_t(l - base);
+    }
+    const char** o = out->Reserve(size_t(per) * (k1 - k0));
+    int n = 0;
+    for (int k = k0; k < k1; ++k) {
+      const char* c = reinterpret_cast<const char*>(base) +
+                      int64_t(k) * t.cstride * int64_t(sizeof(float));
+      for (int l = 0; l < per; ++l) o[n++] = c + lo[l];
+    }
+    return n;
+  }
+
+ private:
+  Runs runs_;
+  Buffer<int64_t> offs_, line_offs_;
+  int ssx_ = 1;
+};
+
+// NtBlock's long reduction in the broadcast form: slices of the reduction
+// (within one plane of D) are packed into bt a kVW-row block of B at a
+// time and transposed, then every tile row of c sweeps the slice, its dy
+// rows read in place. The sums build up in `sums` ([M][kt]) and reach c at
+// the end.
+//
+// With one-tap rows the lines of x that the next slice packs are fetched
+// into L2 while this one is summed, spread evenly over the kernel's steps:
+// the pack otherwise waits on memory, one miss after another (the
+// shortcut's stride-2 rows are 128 bytes, 256 apart, and every channel
+// starts a new page). That took the shortcut from 0.92x to 0.82x the
+// lane-wise time at one thread and from 0.91x to 0.82x at two. The
+// lane-wise form's prefetch of whole images (NtBlock), which fetches every
+// row, needed or not, a burst per kernel call, was about even with none
+// here (0.92-1.03x).
+void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
+                      int k1, float* c, int64_t ldc, bool accumulate,
+                      float* work) {
+  const int M = job.M, kb = k1 - k0, kt = int(RoundUp(kb, kVW));
+  const int slice = int(std::clamp<int64_t>(
+      kBtSliceFloats / kt / kVW * kVW, kVW, kBtMaxSlice));
+  float* sums = work;
+  float* bt = sums + int64_t(M) * kt;
+  float* stage = bt + int64_t(kBtMaxSlice) * kt;
+  Zero(sums, M * kt);
+  thread_local OneTapSlice one_tap, next_tap;
+  thread_local Buffer<const char*> lines;
+  for (int64_t r0 = q0; r0 < q1;) {
+    const int64_t plane = r0 / job.dplane;
+    const int64_t r1 =
+        std::min({q1, r0 + slice, (plane + 1) * job.dplane});
+    const int len = int(r1 - r0), lp = int(RoundUp(len, kVW));
+    const bool direct = one_tap.Build(job.b, job.grid, r0, r1);
+    int nlines = 0;
+    if (direct && r1 < q1) {
+      const int64_t np = r1 / job.dplane;
+      const int64_t n1 = std::min({q1, r1 + slice, (np + 1) * job.dplane});
+      if (next_tap.Build(job.b, job.grid, r1, n1))
+        nlines = next_tap.Lines(job.b, k0, k1, &lines);
+    }
+    for (int ks = k0; ks < k1; ks += kVW) {
+      const int ke = std::min(k1, ks + kVW);
+      if (direct)
+        one_tap.Pack(job.b, ks, ke, len, lp, stage);
+      else
+        PackNt(job, r0, r1, lp, ks, ke, stage);
+      // Rows past B's last are zero, so its padding columns sum to zero.
+      for (int k = direct ? ke - ks : int(RoundUp(ke - ks, kNtCols)); k < kVW;
+           ++k)
+        Zero(stage + int64_t(k) * lp, lp);
+      for (int q = 0; q < lp; q += kVW)
+        TransposeBlock(stage + q, lp, bt + int64_t(q) * kt + (ks - k0), kt);
+    }
+    const float* d = job.d + plane * job.d_img + (r0 - plane * job.dplane);
+    const int tiles_j = (kt + kBtVecs * kVW - 1) / (kBtVecs * kVW);
+    const int parts = (M + kBtRows - 1) / kBtRows * tiles_j;
+    for (int i = 0; i < M; i += kBtRows) {
+      const int mr = std::min(kBtRows, M - i);
+      for (int j = 0; j < kt; j += kBtVecs * kVW) {
+        const int nv = std::min(kBtVecs, (kt - j) / kVW);
+        // This call's share of the next slice's lines, one every `every`
+        // steps.
+        const int part = i / kBtRows * tiles_j + j / (kBtVecs * kVW);
+        const int l0 = int(int64_t(nlines) * part / parts);
+        const int l1 = int(int64_t(nlines) * (part + 1) / parts);
+        const int every = l1 > l0 ? std::max(1, len / (l1 - l0)) : 1;
+        KernelBTFor(mr, nv)(len, d + int64_t(i) * job.ldd, job.ldd, bt + j,
+                            kt, sums + int64_t(i) * kt + j, kt,
+                            lines.data() + l0, l1 - l0, every);
+      }
+    }
+    r0 = r1;
+  }
+  for (int i = 0; i < M; ++i) {
+    float* o = c + int64_t(i) * ldc + k0;
+    const float* v = sums + int64_t(i) * kt;
+    for (int j = 0; j < kb; ++j) o[j] = accumulate ? o[j] + v[j] : v[j];
+  }
+}
+
+// Whether a long reduction is summed in the broadcast form. Measured
+// against the lane-wise form at batch 32 and 64, alternating call by call
+// (Zen 5, AVX-512, 1 and 2 threads): ResNet-18's 1x1 stride-2 shortcuts,
+// whose one-tap rows NtBlockBroadcast copies directly, took 0.81-0.97x the
+// time (64->128 0.81-0.86x); the 3x3 stride-2 128->256 layer, 256 rows of
+// dy, 0.83-0.90x; layers with fewer rows were even or slower (3x3 64->128
+// 0.98-1.02x, 5x5 64->128 1.0-1.06x, 5x5 64@16 1.11-1.15x, LeNet's second
+// 1.16-1.20x). With AVX2 vectors (6 x 2 tiles) the shortcut took 1.13x and
+// the others 1.01-1.16x, so that family keeps the lane-wise form.
+bool BroadcastPays(const NtJob& job) {
+  if (kVW < 16) return false;
+  return (job.b.tr == 1 && job.b.tc == 1) || job.M >= 256;
+}
+
 }  // namespace
 
 void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
@@ -118,7 +405,15 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
       for (int i = 0; i < M; ++i) Zero(c + int64_t(i) * ldc + k0, k1 - k0);
     return;
   }
-  if (q1 - q0 <= kNtBlock && q0 / job.dplane == (q1 - 1) / job.dplane) {
+  const PathMode mode = NtBroadcastMode();
+  const bool one_block =
+      q1 - q0 <= kNtBlock && q0 / job.dplane == (q1 - 1) / job.dplane;
+  if (mode == PathMode::kForce ||
+      (mode == PathMode::kAuto && !one_block && BroadcastPays(job))) {
+    NtBlockBroadcast(job, q0, q1, k0, k1, c, ldc, accumulate, work);
+    return;
+  }
+  if (one_block) {
     // One packed block of the reduction: B is packed a slice of about
     // 256 KB at a time, and each tile is summed in one call.
     const int len = int(q1 - q0), lp = int(RoundUp(len, kVW));

@@ -168,19 +168,23 @@ inline void StreamFence() {
 #endif
 }
 
+// Fetches the cache line at p into L2. GCC counts __builtin_prefetch as
+// free of side effects and deletes loops made of nothing else; the asm
+// stays.
+inline void PrefetchL2(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+
 // Fetches share `part` of `parts` of the cache lines of [p, p + floats)
-// into L2, for data the next piece of work reads from memory. GCC counts
-// __builtin_prefetch as free of side effects and deleted loops made of
-// nothing else; the asm stays.
+// into L2, for data the next piece of work reads from memory.
 inline void PrefetchL2Part(const float* p, int64_t floats, int part, int parts) {
   const int64_t lines = (floats + 15) / 16;
-  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) {
-#if defined(__x86_64__) || defined(__i386__)
-    asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(p + l * 16)));
-#else
-    __builtin_prefetch(p + l * 16, 0, 2);
-#endif
-  }
+  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l)
+    PrefetchL2(p + l * 16);
 }
 
 // From this many floats (8 MiB) on, an operand read once per call is
