@@ -781,37 +781,43 @@ static void TestShiftCases() {
   SetShiftMode(ShiftMode::kAuto);
 }
 
-// The weight gradient's broadcast form (conv_nt_isa.cc), forced onto every
-// product: 1x1 kernels at strides 1, 2 and 3 (copied directly), with pads
-// and with rows too narrow for the direct copy (both packed the general
-// way), dy read in place and from a copy, reductions over several slices,
-// dw rows and columns that leave partial tiles, several k blocks, groups,
-// and 1, 2 and 5 threads (column blocks or split reductions); then the
-// automatic choice on a long 1x1 stride-2 reduction.
-static void TestNtBroadcast() {
-  SetNtBroadcastMode(PathMode::kForce);
+// The weight gradient's two forms (conv_nt_isa.cc), each forced onto every
+// product: broadcast and lane-wise. 1x1 kernels at strides 1, 2 and 3
+// (copied directly in the broadcast form), with pads and with rows too
+// narrow for the direct copy (both packed the general way), dy read in
+// place (whole images per block in the lane-wise form with AVX-512) and
+// from a copy, reductions over several slices, dw rows and columns that
+// leave partial tiles, several k blocks, groups, and 1, 2 and 5 threads
+// (column blocks or split reductions); then the automatic choice on a long
+// 1x1 stride-2 reduction.
+static void TestNtForms() {
   SetShiftMode(ShiftMode::kOff);
   SetWinogradMode(WinogradMode::kOff);
   const int saved = omp_get_max_threads();
-  for (int t : {1, 2, 5}) {
-    omp_set_num_threads(t);
-    const std::string th = " (" + std::to_string(t) + " threads)";
-    TestConv("broadcast dw 1x1 s2 in place" + th,
-             CP(5, 20, 32, 32, 13, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
-    TestConv("broadcast dw 1x1 s1 slices" + th,
-             CP(3, 17, 20, 20, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-    TestConv("broadcast dw 1x1 s3" + th,
-             CP(2, 5, 31, 29, 7, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1), t == 1);
-    TestConv("broadcast dw 1x1 pads" + th,
-             CP(3, 6, 9, 9, 5, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
-    TestConv("broadcast dw 1x1 s2 odd width" + th,
-             CP(2, 8, 31, 31, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
-    TestConv("broadcast dw 5x5 k blocks" + th,
-             CP(20, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-    TestConv("broadcast dw 3x3 s2 many rows" + th,
-             CP(2, 16, 17, 17, 260, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
-    TestConv("broadcast dw groups" + th,
-             CP(3, 6, 19, 25, 9, 3, 5, 2, 1, 2, 1, 0, 2, 1, 1, 3), false);
+  for (PathMode mode : {PathMode::kForce, PathMode::kOff}) {
+    SetNtBroadcastMode(mode);
+    const std::string form =
+        mode == PathMode::kForce ? "broadcast dw " : "lane-wise dw ";
+    for (int t : {1, 2, 5}) {
+      omp_set_num_threads(t);
+      const std::string th = " (" + std::to_string(t) + " threads)";
+      TestConv(form + "1x1 s2 in place" + th,
+               CP(5, 20, 32, 32, 13, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv(form + "1x1 s1 slices" + th,
+               CP(3, 17, 20, 20, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv(form + "1x1 s3" + th,
+               CP(2, 5, 31, 29, 7, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1), t == 1);
+      TestConv(form + "1x1 pads" + th,
+               CP(3, 6, 9, 9, 5, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+      TestConv(form + "1x1 s2 odd width" + th,
+               CP(2, 8, 31, 31, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv(form + "5x5 k blocks" + th,
+               CP(20, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv(form + "3x3 s2 many rows" + th,
+               CP(2, 16, 17, 17, 260, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+      TestConv(form + "groups" + th,
+               CP(3, 6, 19, 25, 9, 3, 5, 2, 1, 2, 1, 0, 2, 1, 1, 3), false);
+    }
   }
   SetNtBroadcastMode(PathMode::kAuto);
   for (int t : {1, 2}) {
@@ -898,7 +904,7 @@ static void TestConvAll() {
   TestWinogradWeight();
   TestTapsDx();
   TestShiftCases();
-  TestNtBroadcast();
+  TestNtForms();
   TestWinogradCases();
   TestWinogradCache();
   TestWeightCacheRules();

@@ -7,6 +7,7 @@
 #include "conv_engine.h"
 #include "conv_pack.h"
 #include "isa_vec.h"
+#include "transpose8.h"
 
 #ifndef SINGA_ISA_NS
 #error "conv_nt_isa.cc is compiled per ISA: define SINGA_ISA_NS and SINGA_ISA_LEVEL"
@@ -151,22 +152,65 @@ KernelBTFn KernelBTFor(int mr, int nv) {
   }
 }
 
-// t[j * ldt + i] = s[i * lds + j] for a kVW x kVW block, in log2(kVW)
-// rounds of two-input shuffles: round b swaps bit b of the row with bit b
-// of the column.
+// t[j * ldt + i] = s[i * lds + j] for a kVW x kVW block.
+#if SINGA_ISA_LEVEL >= 2
+// Four rounds of two-input shuffles with constant indices (vunpcklps and
+// the like): pairs of rows interleaved by floats, then by pairs of floats,
+// then 128-bit lanes gathered twice. (The generic form below builds its
+// indices at run time here, which took a sixth of the weight gradient's
+// time on LeNet's second layer.)
+inline void TransposeBlock(const float* s, int64_t lds, float* t,
+                           int64_t ldt) {
+  const IVec by1_lo{0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29};
+  const IVec by1_hi{2,  18, 3,  19, 6,  22, 7,  23,
+                    10, 26, 11, 27, 14, 30, 15, 31};
+  const IVec by2_lo{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+  const IVec by2_hi{2,  3,  18, 19, 6,  7,  22, 23,
+                    10, 11, 26, 27, 14, 15, 30, 31};
+  const IVec even4{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+  const IVec odd4{4,  5,  6,  7,  12, 13, 14, 15,
+                  20, 21, 22, 23, 28, 29, 30, 31};
+  Vec r[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = Load(s + i * lds);
+  for (int i = 0; i < 16; i += 2) {
+    u[i] = __builtin_shuffle(r[i], r[i + 1], by1_lo);
+    u[i + 1] = __builtin_shuffle(r[i], r[i + 1], by1_hi);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      r[i + 2 * h] = __builtin_shuffle(u[i + h], u[i + h + 2], by2_lo);
+      r[i + 2 * h + 1] = __builtin_shuffle(u[i + h], u[i + h + 2], by2_hi);
+    }
+  // r[4g + m] holds rows 4g..4g+3 of columns 4L + m in its 128-bit lane L.
+  for (int m = 0; m < 4; ++m) {
+    const Vec a = __builtin_shuffle(r[m], r[4 + m], even4);
+    const Vec b = __builtin_shuffle(r[m], r[4 + m], odd4);
+    const Vec c = __builtin_shuffle(r[8 + m], r[12 + m], even4);
+    const Vec d = __builtin_shuffle(r[8 + m], r[12 + m], odd4);
+    Store(t + m * ldt, __builtin_shuffle(a, c, even4));
+    Store(t + (8 + m) * ldt, __builtin_shuffle(a, c, odd4));
+    Store(t + (4 + m) * ldt, __builtin_shuffle(b, d, even4));
+    Store(t + (12 + m) * ldt, __builtin_shuffle(b, d, odd4));
+  }
+}
+#elif SINGA_ISA_LEVEL == 1
+inline void TransposeBlock(const float* s, int64_t lds, float* t,
+                           int64_t ldt) {
+  Transpose8x8(s, lds, t, ldt);
+}
+#else
+// log2(kVW) rounds of two-input shuffles: round b swaps bit b of the row
+// with bit b of the column.
 inline void TransposeBlock(const float* s, int64_t lds, float* t,
                            int64_t ldt) {
   Vec r[kVW];
-#pragma GCC unroll 16
   for (int i = 0; i < kVW; ++i) r[i] = Load(s + i * lds);
-#pragma GCC unroll 4
   for (int b = kVW / 2; b >= 1; b /= 2) {
     IVec lo, hi;
     for (int j = 0; j < kVW; ++j) {
       lo[j] = (j & b) ? kVW + j - b : j;
       hi[j] = (j & b) ? kVW + j : j + b;
     }
-#pragma GCC unroll 16
     for (int i = 0; i < kVW; ++i)
       if (!(i & b)) {
         const Vec u = __builtin_shuffle(r[i], r[i + b], lo);
@@ -174,9 +218,9 @@ inline void TransposeBlock(const float* s, int64_t lds, float* t,
         r[i] = u;
       }
   }
-#pragma GCC unroll 16
   for (int j = 0; j < kVW; ++j) Store(t + j * ldt, r[j]);
 }
+#endif
 
 }  // namespace
 
@@ -196,11 +240,10 @@ constexpr int64_t kNtAheadFloats = int64_t(1) << 17;
 size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows) {
   (void)cols;
   const int64_t mp = RoundUp(job.M, kNtRows), kp = RoundUp(rows, kNtCols);
-  // The broadcast form: the sums [M][kt], a slice of bt and the staging
-  // block that PackNt fills (kVW rows rounded up to its tiles).
+  // The broadcast form: the sums [M][kt], a slice of bt and the kVW rows
+  // of B packed before their transposition.
   const int64_t kt = RoundUp(rows, kVW);
-  const int64_t bt = job.M * kt + kBtMaxSlice * kt +
-                     RoundUp(kVW, kNtCols) * kBtMaxSlice;
+  const int64_t bt = job.M * kt + kBtMaxSlice * kt + kVW * kBtMaxSlice;
   return size_t(std::max(mp * kp * kVW + kp * kNtBlock, bt));
 }
 
@@ -223,12 +266,12 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
 // A 1x1 kernel's rows of B over one slice of the grid, for the broadcast
 // form: each run's offset within a channel is worked out once per slice,
 // and a block of channels is then copied run by run with nothing else per
-// run. PackNt's general walk works out every run again for every row
-// (bounds, taps, a prefetch of the next channel); on ResNet's 1x1 stride-2
-// shortcut it took about three times as long.
+// run, where PackRows works out every run again for every row (bounds,
+// taps, a prefetch of the next channel). The same offsets give the lines
+// of x that the slice reads, for the prefetch in NtBlockBroadcast.
 class OneTapSlice {
  public:
-  // False (use PackNt) unless B has one tap per channel, channel by
+  // False (packed by PackRows) unless B has one tap per channel, channel by
   // channel, and every run of [r0, r1) lies inside the source plane.
   bool Build(const TapRows& t, const Grid& grid, int64_t r0, int64_t r1) {
     if (t.tr != 1 || t.tc != 1 || t.channel_fastest) return false;
@@ -341,16 +384,21 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
       if (next_tap.Build(job.b, job.grid, r1, n1))
         nlines = next_tap.Lines(job.b, k0, k1, &lines);
     }
+    NnScratch& sc = NnLocal();
+    if (!direct) BuildRuns(job.grid, r0, r1, 0, &sc.runs);
     for (int ks = k0; ks < k1; ks += kVW) {
       const int ke = std::min(k1, ks + kVW);
-      if (direct)
+      if (direct) {
         one_tap.Pack(job.b, ks, ke, len, lp, stage);
-      else
-        PackNt(job, r0, r1, lp, ks, ke, stage);
+      } else {
+        PackRows(job.b, sc.runs.begin(), sc.runs.count, TapCursor(job.b, ks),
+                 ke - ks, stage, lp,
+                 [](const Run& r) { return int64_t(r.col); });
+        for (int k = 0; k < ke - ks; ++k)
+          Zero(stage + int64_t(k) * lp + len, lp - len);
+      }
       // Rows past B's last are zero, so its padding columns sum to zero.
-      for (int k = direct ? ke - ks : int(RoundUp(ke - ks, kNtCols)); k < kVW;
-           ++k)
-        Zero(stage + int64_t(k) * lp, lp);
+      for (int k = ke - ks; k < kVW; ++k) Zero(stage + int64_t(k) * lp, lp);
       for (int q = 0; q < lp; q += kVW)
         TransposeBlock(stage + q, lp, bt + int64_t(q) * kt + (ks - k0), kt);
     }
@@ -381,19 +429,18 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
   }
 }
 
-// Whether a long reduction is summed in the broadcast form. Measured
-// against the lane-wise form at batch 32 and 64, alternating call by call
-// (Zen 5, AVX-512, 1 and 2 threads): ResNet-18's 1x1 stride-2 shortcuts,
-// whose one-tap rows NtBlockBroadcast copies directly, took 0.81-0.97x the
-// time (64->128 0.81-0.86x); the 3x3 stride-2 128->256 layer, 256 rows of
-// dy, 0.83-0.90x; layers with fewer rows were even or slower (3x3 64->128
-// 0.98-1.02x, 5x5 64->128 1.0-1.06x, 5x5 64@16 1.11-1.15x, LeNet's second
-// 1.16-1.20x). With AVX2 vectors (6 x 2 tiles) the shortcut took 1.13x and
-// the others 1.01-1.16x, so that family keeps the lane-wise form.
-bool BroadcastPays(const NtJob& job) {
-  if (kVW < 16) return false;
-  return (job.b.tr == 1 && job.b.tc == 1) || job.M >= 256;
-}
+// Whether a long reduction is summed in the broadcast form: with AVX-512
+// vectors. Against the lane-wise form at batch 32 and 64 (Zen 5, one and
+// two threads, alternating call by call) it took 0.76-0.80x the time on
+// ResNet-18's 1x1 stride-2 shortcut, 0.79-0.87x on its 128->256 stride-2
+// layer, 0.89-0.94x on the 64->128 one, 0.89-0.95x on a 5x5 stride-2 one,
+// 0.96-0.99x on a 5x5 64@16 one and 0.86-0.96x on LeNet's second layer.
+// With AVX2 vectors (6 x 2 tiles) it took 1.03-1.25x the time of the
+// lane-wise form, which there runs at 77-85% of that family's peak: AVX2
+// keeps it. Reductions that fit one packed block keep the lane-wise sum in
+// one call (ResNet-18's 256->512 stride-2 layer at batch 32 and 64:
+// 1.07-1.09x in the broadcast form).
+bool BroadcastPays() { return kVW >= 16; }
 
 }  // namespace
 
@@ -409,7 +456,7 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
   const bool one_block =
       q1 - q0 <= kNtBlock && q0 / job.dplane == (q1 - 1) / job.dplane;
   if (mode == PathMode::kForce ||
-      (mode == PathMode::kAuto && !one_block && BroadcastPays(job))) {
+      (mode == PathMode::kAuto && !one_block && BroadcastPays())) {
     NtBlockBroadcast(job, q0, q1, k0, k1, c, ldc, accumulate, work);
     return;
   }
