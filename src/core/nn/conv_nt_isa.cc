@@ -264,52 +264,23 @@ void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
 }
 
 // A 1x1 kernel's rows of B over one slice of the grid, for the broadcast
-// form: each run's offset within a channel is worked out once per slice,
-// and a block of channels is then copied run by run with nothing else per
-// run, where PackRows works out every run again for every row (bounds,
-// taps, a prefetch of the next channel). The same offsets give the lines
-// of x that the slice reads, for the prefetch in NtBlockBroadcast.
+// form: copied directly (OneTapRuns), and the lines of x the slice reads
+// listed for the prefetch in NtBlockBroadcast.
 class OneTapSlice {
  public:
-  // False (packed by PackRows) unless B has one tap per channel, channel by
-  // channel, and every run of [r0, r1) lies inside the source plane.
+  // False (packed by PackRows) where OneTapRuns does not apply.
   bool Build(const TapRows& t, const Grid& grid, int64_t r0, int64_t r1) {
-    if (t.tr != 1 || t.tc != 1 || t.channel_fastest) return false;
+    if (t.tr != 1 || t.tc != 1) return false;
     BuildRuns(grid, r0, r1, 0, &runs_);
-    const int n = runs_.count;
-    int64_t* off = offs_.Reserve(size_t(n));
-    ssx_ = t.ssx;
-    for (int u = 0; u < n; ++u) {
-      const Run& r = runs_.begin()[u];
-      const int y = r.qy * t.ssy + t.offy[0], x = r.qx * t.ssx + t.offx[0];
-      // CopyEven reads one float past its last.
-      const int end = x + (ssx_ == 2 ? 2 * r.len : (r.len - 1) * ssx_ + 1);
-      if (y < 0 || y >= t.sh || x < 0 || end > t.sw) return false;
-      off[u] = r.b * t.img_stride + int64_t(y) * t.sw + x;
-    }
-    return true;
+    return taps_.Build(t, runs_.begin(), runs_.count);
   }
   // Rows [k0, k1) of B into dst, lp floats per row, zero past the slice.
   void Pack(const TapRows& t, int k0, int k1, int len, int lp,
             float* dst) const {
-    const Run* runs = runs_.begin();
-    const int64_t* off = offs_.data();
-    for (int k = k0; k < k1; ++k) {
-      const float* chan = t.src + int64_t(k) * t.cstride;
-      float* d = dst + int64_t(k - k0) * lp;
-      for (int u = 0; u < runs_.count; ++u) {
-        const float* s = chan + off[u];
-        float* o = d + runs[u].col;
-        if (ssx_ == 1) {
-          Copy(o, s, runs[u].len);
-        } else if (ssx_ == 2) {
-          CopyEven(o, s, runs[u].len);
-        } else {
-          for (int j = 0; j < runs[u].len; ++j) o[j] = s[int64_t(j) * ssx_];
-        }
-      }
-      Zero(d + len, lp - len);
-    }
+    taps_.Pack(t, k0, k1 - k0, dst, lp,
+               [](const Run& r) { return int64_t(r.col); }, false);
+    for (int k = 0; k < k1 - k0; ++k)
+      Zero(dst + int64_t(k) * lp + len, lp - len);
   }
 
   // The cache lines that Pack reads for rows [k0, k1), into out; returns
@@ -317,14 +288,15 @@ class OneTapSlice {
   int Lines(const TapRows& t, int k0, int k1, Buffer<const char*>* out) {
     // The lines of one channel, as offsets from its first float's line.
     const uintptr_t base = uintptr_t(t.src) & ~uintptr_t(63);
+    const int64_t* offs = taps_.offsets();
     size_t most = 0;
     for (int u = 0; u < runs_.count; ++u)
-      most += size_t(runs_.begin()[u].len - 1) * ssx_ / 16 + 2;
+      most += size_t(runs_.begin()[u].len - 1) * t.ssx / 16 + 2;
     int64_t* lo = line_offs_.Reserve(most);
     int per = 0;
     for (int u = 0; u < runs_.count; ++u) {
-      const float* s = t.src + offs_.data()[u];
-      const uintptr_t e = uintptr_t(s + (runs_.begin()[u].len - 1) * ssx_);
+      const float* s = t.src + offs[u];
+      const uintptr_t e = uintptr_t(s + (runs_.begin()[u].len - 1) * t.ssx);
       for (uintptr_t l = uintptr_t(s) & ~uintptr_t(63); l <= e; l += 64)
         lo[per++] = int64_t(l - base);
     }
@@ -340,8 +312,8 @@ class OneTapSlice {
 
  private:
   Runs runs_;
-  Buffer<int64_t> offs_, line_offs_;
-  int ssx_ = 1;
+  OneTapRuns taps_;
+  Buffer<int64_t> line_offs_;
 };
 
 // NtBlock's long reduction in the broadcast form: slices of the reduction
