@@ -106,9 +106,12 @@ void KernelBT(int len, const float* __restrict a, int64_t lda,
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) s[i][v] = Load(c + i * ldc + v * kVW);
-  int pi = 0;
+  int pi = 0, wait = 0;
   for (int q = 0; q < len; ++q, bt += ldb) {
-    if (pi < npf && q % every == 0) PrefetchL2(pf[pi++]);
+    if (pi < npf && --wait <= 0) {
+      PrefetchL2(pf[pi++]);
+      wait = every;
+    }
     Vec b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = Load(bt + v * kVW);
