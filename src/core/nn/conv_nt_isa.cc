@@ -346,6 +346,7 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
   Zero(sums, M * kt);
   thread_local OneTapSlice one_tap, next_tap;
   thread_local Buffer<const char*> lines;
+  NnScratch& sc = NnLocal();
   for (int64_t r0 = q0; r0 < q1;) {
     const int64_t plane = r0 / job.dplane;
     const int64_t r1 =
@@ -359,7 +360,6 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
       if (next_tap.Build(job.b, job.grid, r1, n1))
         nlines = next_tap.Lines(job.b, k0, k1, &lines);
     }
-    NnScratch& sc = NnLocal();
     if (!direct) BuildRuns(job.grid, r0, r1, 0, &sc.runs);
     for (int ks = k0; ks < k1; ks += kVW) {
       const int ke = std::min(k1, ks + kVW);
@@ -474,7 +474,9 @@ void NtBlock(const NtJob& job, int64_t q0, int64_t q1, int k0, int k1,
   // stride-2 layer, 576 rows, 0.97-0.99x at one thread but 1.04-1.06x at
   // two, so it keeps one plane per block; Zen 5, alternating call by call).
   // With AVX2 vectors that shortcut took 1.02-1.05x the time (the AVX2
-  // kernels on the same host, alternating processes): AVX-512 only.
+  // kernels on the same host, alternating processes): AVX-512 only, where
+  // long reductions now take the broadcast form unless it is switched off
+  // (BroadcastPays).
   const bool multi = kVW >= 16 && job.d_img > 0 && job.dplane % kVW == 0 &&
                      2 * job.dplane <= kNtBlock && k1 - k0 <= 128;
   for (int64_t r0 = q0; r0 < q1;) {
