@@ -1122,7 +1122,12 @@ static void TestPool2x2Fast() {
                           // (even row counts), one with an odd width, and
                           // rows too long for them (136 wide).
                           {2, 3, 8, 25, 0, 0},  {3, 2, 12, 24, 0, 0},
-                          {1, 2, 4, 136, 0, 0}};
+                          {1, 2, 4, 136, 0, 0},
+                          // Whole rows to a vector block (AVX-512): rows
+                          // of 1, 2, 4, 8 and 16 outputs.
+                          {2, 2, 32, 2, 0, 0},  {1, 3, 16, 4, 0, 0},
+                          {3, 2, 8, 8, 0, 0},   {2, 3, 16, 16, 0, 0},
+                          {3, 2, 4, 32, 0, 0}};
     for (const Case& k : cases) {
       PoolParams p = PP(k.n, k.c, k.h, k.w, 2, 2, 2, 2, k.pad, k.pad, k.pad,
                         k.pad, 1, 1, k.ceil, 0);
@@ -1158,31 +1163,36 @@ static void TestPool2x2Fast() {
   }
   omp_set_num_threads(saved);
   // An argmax the forward did not make (cells of other windows, -1, and a
-  // cell no window covers) goes through the general scatter-add.
+  // cell no window covers) goes through the general scatter-add; on 8x8 and
+  // 16x16 maps, from the loop that spreads whole rows.
   for (int t : {1, 2}) {
     omp_set_num_threads(t);
-    PoolParams p = PP(2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
-    const int oh = p.oh(), ow = p.ow(), plane = p.h * p.w;
-    const size_t ysz = size_t(p.n) * p.c * oh * ow;
-    Vec x = Random(size_t(p.n) * p.c * plane), y(ysz), dy = Random(ysz);
-    std::vector<int32_t> arg(ysz);
-    MaxPool2dForward(x.data(), y.data(), arg.data(), p);
-    for (int rule = 0; rule < 3; ++rule) {
-      std::vector<int32_t> a = arg;
-      if (rule == 0) a[ysz / 2 + 5] = 0;              // another window's cell
-      if (rule == 1) a[ysz - 1] = plane - 1;          // the uncovered corner
-      if (rule == 2) a[7] = a[8] = -1;                // no input
-      Vec dx(x.size(), 5.f);
-      MaxPool2dBackward(dy.data(), a.data(), dx.data(), p);
-      // Summed in float: a cell gets at most two gradients, whose float sum
-      // does not depend on their order, so the result must match exactly.
-      Vec sums(x.size(), 0.f);
-      for (size_t j = 0; j < ysz; ++j)
-        if (a[j] >= 0) sums[j / (oh * ow) * plane + a[j]] += dy[j];
-      const DVec ref(sums.begin(), sums.end());
-      Check("pool 2x2 backward foreign argmax " + std::to_string(rule) +
-                " (" + std::to_string(t) + " threads)",
-            dx, ref, 0);
+    for (int hw : {7, 8, 16}) {
+      const int w = hw == 7 ? 9 : hw;
+      PoolParams p = PP(2, 3, hw, w, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0);
+      const int oh = p.oh(), ow = p.ow(), plane = p.h * p.w;
+      const size_t ysz = size_t(p.n) * p.c * oh * ow;
+      Vec x = Random(size_t(p.n) * p.c * plane), y(ysz), dy = Random(ysz);
+      std::vector<int32_t> arg(ysz);
+      MaxPool2dForward(x.data(), y.data(), arg.data(), p);
+      for (int rule = 0; rule < 3; ++rule) {
+        std::vector<int32_t> a = arg;
+        if (rule == 0) a[ysz / 2 + 5] = 0;      // another window's cell
+        if (rule == 1) a[ysz - 1] = plane - 1;  // 7x9: the uncovered corner
+        if (rule == 2) a[7] = a[8] = -1;        // no input
+        Vec dx(x.size(), 5.f);
+        MaxPool2dBackward(dy.data(), a.data(), dx.data(), p);
+        // Summed in float: a cell gets at most two gradients, whose float sum
+        // does not depend on their order, so the result must match exactly.
+        Vec sums(x.size(), 0.f);
+        for (size_t j = 0; j < ysz; ++j)
+          if (a[j] >= 0) sums[j / (oh * ow) * plane + a[j]] += dy[j];
+        const DVec ref(sums.begin(), sums.end());
+        Check("pool 2x2 backward foreign argmax " + std::to_string(rule) + " " +
+                  std::to_string(p.h) + "x" + std::to_string(p.w) + " (" +
+                  std::to_string(t) + " threads)",
+              dx, ref, 0);
+      }
     }
   }
   omp_set_num_threads(saved);
