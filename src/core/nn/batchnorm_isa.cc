@@ -80,10 +80,10 @@ inline int BlockChannels(int c, long work) {
 // register sums) for every plane, and so the pass reads a few neighbouring
 // streams at once, which measured faster than one even for 32x32 planes
 // (AVX2 EPYC, with 4). On a Zen 5 EPYC, 2 beat 4: the statistics passes
-// took 0.55-0.85x the time (ResNet-18's maps, batch 64, one and two
-// threads), the whole backward 0.72-0.95x at one thread and 0.88-1.0x at
-// two, the forward 0.86-0.96x and 0.91-1.07x (medians of 200 calls); 1
-// lost on 4x4 planes (1.4x). At most kFlush values, so a lane holds no
+// took 0.66-0.88x the time at one thread and 0.75-1.0x at two (ResNet-18's
+// maps, batch 64), the whole backward 0.72-0.97x and 0.88-0.99x, the
+// forward 0.86-0.96x and 0.91-1.07x (medians of 200 calls); 1 lost on 4x4
+// planes (1.4-1.6x). At most kFlush values, so a lane holds no
 // more terms between flushes than with one plane per call.
 inline int SampleGroup(int hw) {
   return std::max(1, std::min(kGroup, kFlush / hw));

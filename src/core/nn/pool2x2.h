@@ -5,8 +5,10 @@
 // MaxPool2x2Backward run planes [q0, q1) (image, channel pairs) and flag,
 // in Strays, NaN or infinite inputs (forward) and argmaxes outside their
 // own window (backward), whose planes the caller then redoes (the forward
-// with the exact pass, the backward with the general scatter). Internal
-// linkage in the family's namespace, as conv_pack.h.
+// with the exact pass, the backward with the general scatter). With
+// AVX-512, planes of whole output rows per 16-lane block (WholeRows2x2)
+// take permute-based loops instead of the walk. Internal linkage in the
+// family's namespace, as conv_pack.h.
 #ifndef SINGA_SRC_CORE_NN_POOL2X2_H_
 #define SINGA_SRC_CORE_NN_POOL2X2_H_
 
