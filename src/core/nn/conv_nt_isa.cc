@@ -3,6 +3,7 @@
 // by lane, of dy's rows with packed rows of the windows (conv_engine.h).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "conv_engine.h"
 #include "conv_pack.h"
@@ -344,27 +345,31 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
   float* bt = sums + int64_t(M) * kt;
   float* stage = bt + int64_t(kBtMaxSlice) * kt;
   Zero(sums, M * kt);
-  thread_local OneTapSlice one_tap, next_tap;
+  // The slice summed now and the next one, whose lines are fetched ahead;
+  // the next is built once and becomes the current one (`ready`).
+  thread_local OneTapSlice taps[2];
   thread_local Buffer<const char*> lines;
+  OneTapSlice* one_tap = &taps[0];
+  OneTapSlice* next_tap = &taps[1];
+  bool ready = false;
   NnScratch& sc = NnLocal();
+  // The end of the slice that starts at r0.
+  auto slice_end = [&](int64_t r0) {
+    return std::min({q1, r0 + slice, (r0 / job.dplane + 1) * job.dplane});
+  };
   for (int64_t r0 = q0; r0 < q1;) {
-    const int64_t plane = r0 / job.dplane;
-    const int64_t r1 =
-        std::min({q1, r0 + slice, (plane + 1) * job.dplane});
+    const int64_t plane = r0 / job.dplane, r1 = slice_end(r0);
     const int len = int(r1 - r0), lp = int(RoundUp(len, kVW));
-    const bool direct = one_tap.Build(job.b, job.grid, r0, r1);
+    const bool direct = ready || one_tap->Build(job.b, job.grid, r0, r1);
     int nlines = 0;
-    if (direct && r1 < q1) {
-      const int64_t np = r1 / job.dplane;
-      const int64_t n1 = std::min({q1, r1 + slice, (np + 1) * job.dplane});
-      if (next_tap.Build(job.b, job.grid, r1, n1))
-        nlines = next_tap.Lines(job.b, k0, k1, &lines);
-    }
+    ready = direct && r1 < q1 &&
+            next_tap->Build(job.b, job.grid, r1, slice_end(r1));
+    if (ready) nlines = next_tap->Lines(job.b, k0, k1, &lines);
     if (!direct) BuildRuns(job.grid, r0, r1, 0, &sc.runs);
     for (int ks = k0; ks < k1; ks += kVW) {
       const int ke = std::min(k1, ks + kVW);
       if (direct) {
-        one_tap.Pack(job.b, ks, ke, len, lp, stage);
+        one_tap->Pack(job.b, ks, ke, len, lp, stage);
       } else {
         PackRows(job.b, sc.runs.begin(), sc.runs.count, TapCursor(job.b, ks),
                  ke - ks, stage, lp,
@@ -395,6 +400,7 @@ void NtBlockBroadcast(const NtJob& job, int64_t q0, int64_t q1, int k0,
                             lines.data() + l0, l1 - l0, every);
       }
     }
+    std::swap(one_tap, next_tap);
     r0 = r1;
   }
   for (int i = 0; i < M; ++i) {
