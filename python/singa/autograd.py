@@ -175,6 +175,16 @@ class Operator:
     def name(self, value):
         self.__dict__["name_"] = value
 
+    @classmethod
+    def _prepared(cls, **attrs):
+        """An instance holding attrs, made without calling __init__: for a
+        layer that builds the same op on every call from arguments its own
+        constructor has already checked and normalised into the form
+        __init__ would produce, which __init__ would parse again."""
+        op = _new(cls)
+        op.__dict__.update(attrs)
+        return op
+
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__}.forward")
 

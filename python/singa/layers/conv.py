@@ -14,6 +14,7 @@ import numbers
 
 from singa import autograd
 from singa.layers.base import Layer, check_input, new_param
+from singa.ops.conv import _Conv2d, _Pooling2d
 
 __all__ = ["Conv2d", "SeparableConv2d", "Pooling2d", "MaxPool2d", "AvgPool2d",
            "Pooling1d", "MaxPool1d", "AvgPool1d"]
@@ -165,9 +166,11 @@ class Conv2d(Layer):
 
     def forward(self, x):
         self._check(x)
-        y = autograd.conv2d(x, self.W, self.b if self.bias else None, stride=self.stride,
-                            padding=self._padding_for(x), dilation=self.dilation,
-                            group=self.group)
+        # the op autograd.conv2d would build, from arguments checked here
+        op = _Conv2d._prepared(handle=None, strides=list(self.stride),
+                               pads=list(self._padding_for(x)), dilations=list(self.dilation),
+                               group=self.group)
+        y = (op(x, self.W, self.b) if self.bias else op(x, self.W))[0]
         if self.activation == "RELU":
             y = autograd.relu(y)
         return y
@@ -261,8 +264,13 @@ class Pooling2d(Layer):
         if x.shape[2] + pads[0] + pads[2] < kh or x.shape[3] + pads[1] + pads[3] < kw:
             raise ValueError(f"{type(self).__name__}: kernel {self.kernel_size} does not fit "
                              f"input of shape {tuple(x.shape)} with padding {pads}")
-        fn = autograd.max_pool2d if self.is_max else autograd.avg_pool2d
-        return fn(x, self.kernel_size, self.stride, pads, ceil_mode=self.ceil_mode)
+        # the op autograd.max_pool2d / avg_pool2d would build, from arguments
+        # checked here (SAME pads, like the constructor's, are at most half
+        # the kernel)
+        op = _Pooling2d._prepared(kernel_shape=list(self.kernel_size), strides=list(self.stride),
+                                  pads=list(pads), is_max=self.is_max, dilations=[1, 1],
+                                  ceil_mode=self.ceil_mode, count_include_pad=False)
+        return op(x)[0]
 
 
 class MaxPool2d(Pooling2d):

@@ -4,6 +4,7 @@ import numbers
 
 from singa import autograd
 from singa.layers.base import Layer, check_input, new_param, new_state
+from singa.ops.norm import _BatchNorm2d
 
 __all__ = ["BatchNorm2d", "LayerNorm"]
 
@@ -55,8 +56,11 @@ class BatchNorm2d(Layer):
         if c != self.num_features:
             raise ValueError(f"BatchNorm2d: built for {self.num_features} channels, got "
                              f"input of shape {tuple(x.shape)}")
-        return autograd.batchnorm_2d(x, self.scale, self.bias, self.running_mean,
-                                     self.running_var, self.momentum, self.epsilon)
+        # the op autograd.batchnorm_2d would build, from arguments checked here
+        op = _BatchNorm2d._prepared(handle=None, running_mean=self.running_mean,
+                                    running_var=self.running_var, momentum=self.momentum,
+                                    epsilon=self.epsilon)
+        return op(x, self.scale, self.bias)[0]
 
 
 class LayerNorm(Layer):
