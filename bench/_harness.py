@@ -172,10 +172,12 @@ PAIRED_NOTE = ("paired: median over rounds of the ratio within a round; best: si
                "fastest round over the other side's fastest")
 
 
-def describe(rounds, stat="median"):
-    """One line saying how the figures were obtained, for a bench's output."""
+def describe(rounds, stat="median", clock=None):
+    """One line saying how the figures were obtained, for a bench's output;
+    clock names what a bench timed with other than the harness's clock."""
     return (f"each framework ran in a process of its own, sides alternating, "
-            f"{rounds} round(s); figures are the {stat} over rounds, in {clock_name()}")
+            f"{rounds} round(s); figures are the {stat} over rounds, in "
+            f"{clock or clock_name()}")
 
 
 def _worker():

@@ -1,5 +1,7 @@
 """Per-operator cost of autograd on tiny tensors, where the Python engine
-(recording, Dummy leaves, wrapping outputs) dominates the arithmetic.
+(recording, Dummy leaves, wrapping outputs) dominates the arithmetic, and
+the same for whole layers (a 3x3 convolution, batch norm and 2x2 max
+pooling on a (1, 8, 4, 4) input: the layer's checks on top).
 
     python bench/autograd_overhead.py [--rounds 3]
 
@@ -19,7 +21,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 import _harness  # noqa: E402
 
-CASES = ("add 4x4", "relu 4x4", "matmul 4x4", "mlp step")
+CASES = ("add 4x4", "relu 4x4", "matmul 4x4", "mlp step", "conv layer", "bn layer",
+         "maxpool layer")
 
 
 def _best(fn, n=2000, repeat=7):
@@ -67,7 +70,35 @@ def singa_side(threads):
     autograd.training = True
     out["mlp step/on"] = _best(step, n=500)
     autograd.training = False
+    out.update(_singa_layers(rng))
     return {k: v * 1e6 for k, v in out.items()}
+
+
+def _singa_layers(rng):
+    """Layer rows: raw is the layer's C++ kernel on the same operands."""
+    import numpy as np
+    from singa import autograd, layer, singa_wrap, tensor
+    x = tensor.from_numpy(rng.standard_normal((1, 8, 4, 4)).astype(np.float32))
+    conv, bn, pool = layer.Conv2d(8, 3, padding=1, bias=False), layer.BatchNorm2d(), \
+        layer.MaxPool2d(2)
+    layers = {"conv layer": conv, "bn layer": bn, "maxpool layer": pool}
+    for lay in layers.values():
+        lay(x)
+    none = singa_wrap.Tensor()
+    out = {
+        "conv layer/raw": _best(lambda: singa_wrap.Conv2dForward(
+            x.data, conv.W.data, none, [1, 1], [1, 1, 1, 1], [1, 1], 1)),
+        "bn layer/raw": _best(lambda: singa_wrap.BatchNormForwardInference(
+            x.data, bn.scale.data, bn.bias.data, bn.running_mean.data, bn.running_var.data,
+            bn.epsilon)),
+        "maxpool layer/raw": _best(lambda: singa_wrap.MaxPool2dForward(
+            x.data, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], False)),
+    }
+    for mode, flag in (("off", False), ("on", True)):
+        with autograd.train_mode(flag):
+            for name, lay in layers.items():
+                out[f"{name}/{mode}"] = _best(lambda: lay(x))
+    return out
 
 
 def torch_side(threads):
@@ -93,6 +124,15 @@ def torch_side(threads):
     out["relu 4x4/on"] = _best(lambda: torch.relu(a))
     out["matmul 4x4/on"] = _best(lambda: a @ b)
     out["mlp step/on"] = _best(step, n=500)
+    x = torch.randn(1, 8, 4, 4, generator=g)
+    layers = {"conv layer": torch.nn.Conv2d(8, 8, 3, padding=1, bias=False),
+              "bn layer": torch.nn.BatchNorm2d(8), "maxpool layer": torch.nn.MaxPool2d(2)}
+    for name, lay in layers.items():
+        lay.eval()
+        with torch.no_grad():
+            out[f"{name}/off"] = _best(lambda: lay(x))
+        lay.train()
+        out[f"{name}/on"] = _best(lambda: lay(x))
     return {k: v * 1e6 for k, v in out.items()}
 
 
@@ -117,11 +157,14 @@ def main():
                      cell(t, "on")])
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     print("\nautograd per-op cost (CPU time, one thread; 'off' = training off / no_grad, "
-          "'on' = recording for backward; mlp step = forward + backward of 6 ops)")
+          "'on' = recording for backward; mlp step = forward + backward of 6 ops; a layer's "
+          "raw cell is its C++ kernel, its 'off' row runs in evaluation mode, 'on' in "
+          "training mode)")
     print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
     for r in rows:
         print("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))
-    print(_harness.describe(args.rounds, stat="minimum"))
+    print(_harness.describe(args.rounds, stat="minimum",
+                            clock="CPU time of the calling thread"))
 
 
 if __name__ == "__main__":
