@@ -44,7 +44,7 @@ for f in "${families[@]}"; do
     pids+=($!)
   done
 done
-for src in conv_cpp.cc conv_few_cpp.cc conv_shift_cpp.cc winograd_cpp.cc weight_cache.cc im2col_cpp.cc pool_cpp.cc batchnorm_cpp.cc; do
+for src in conv_cpp.cc conv_dx_cpp.cc conv_few_cpp.cc conv_shift_cpp.cc winograd_cpp.cc weight_cache.cc im2col_cpp.cc pool_cpp.cc batchnorm_cpp.cc; do
   "$cxx" "${common[@]}" "${fast[@]}" "${defs[@]}" -c "$root/src/core/nn/$src" \
     -o "$obj/${src%.cc}.o" &
   pids+=($!)
@@ -55,9 +55,11 @@ pids+=($!)
 "$cxx" "${common[@]}" "${defs[@]}" -c "$root/src/core/tensor/gemm_small_cpp.cc" \
   -o "$obj/gemm_small_cpp.o" &
 pids+=($!)
-"$cxx" "${common[@]}" "${defs[@]}" -c "$root/test/cpp/test_nn_kernels.cc" \
-  -o "$obj/test_nn_kernels.o" &
-pids+=($!)
+for src in "$root"/test/cpp/test_nn_*.cc; do
+  "$cxx" "${common[@]}" "${defs[@]}" -I"$root/test/cpp" -c "$src" \
+    -o "$obj/$(basename "$src" .cc).o" &
+  pids+=($!)
+done
 for p in "${pids[@]}"; do wait "$p"; done
 "$cxx" -fopenmp "$obj"/*.o -o "$out"
 "$out" "$@"

@@ -1,5 +1,5 @@
 """Builds and runs the standalone C++ test of the conv, pooling and batch-norm
-kernels (test/cpp/test_nn_kernels.cc), which checks them against direct
+kernels (test/cpp/test_nn_*.cc), which checks them against direct
 double-precision loops and finite differences."""
 
 import os

@@ -17,7 +17,7 @@ namespace cpu {
 namespace {
 
 // Pixels of dx up to which a stride-1 data gradient runs as a forward pass
-// (DataAsForward) rather than conv_cpp.cc's scatter form, whose rows (the
+// (DataAsForward) rather than conv_dx_cpp.cc's scatter form, whose rows (the
 // input channels' taps) are many and whose columns (pixels) are then too
 // few to amortise them: 512 channels on a 4x4 plane took 0.2-0.5x the
 // time at batch 1 to 4 (AVX2 EPYC, the weights' rearrangement included).

@@ -57,10 +57,11 @@ struct WinoJob {
   int64_t tiles() const { return int64_t(n) * th() * tw(); }
 };
 
-// The driver (winograd_cpp.cc), called by conv_cpp.cc: runs the pass
-// through Winograd and returns true when the layer qualifies (3x3, stride 1,
-// dilation 1, one group; pads at most 2 for the data gradient) and the
-// current mode allows it, else returns false and does nothing.
+// The driver (winograd_cpp.cc), called by conv_cpp.cc and conv_dx_cpp.cc:
+// runs the pass through Winograd and returns true when the layer qualifies
+// (3x3, stride 1, dilation 1, one group; pads at most 2 for the data
+// gradient) and the current mode allows it, else returns false and does
+// nothing.
 bool WinogradForward(const float* x, const float* w, const float* b, float* y,
                      const ConvParams& p);
 bool WinogradBackwardData(const float* dy, const float* w, float* dx,
