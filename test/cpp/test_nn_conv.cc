@@ -182,6 +182,22 @@ static void TestEngineCases() {
     // column block each, with no partial sums.
     TestConv("conv short dw wide" + th,
              CP(3, 40, 10, 9, 21, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
+    // Stride 1 with dx the size of dy and at least as many output channels
+    // (GatherStride1 in conv_dx_cpp.cc): 1x1 kernels take the gather form
+    // in every family, 5x5 and larger with equal channels with AVX-512;
+    // uneven pads, a 5x7 kernel, groups, and a 3x3 that stays scattered.
+    TestConv("conv 1x1 s1 wide gather" + th,
+             CP(2, 6, 7, 9, 20, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), true);
+    TestConv("conv 1x1 s1 groups gather" + th,
+             CP(3, 10, 5, 6, 30, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2), false);
+    TestConv("conv 5x5 same gather" + th,
+             CP(3, 16, 9, 11, 16, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), true);
+    TestConv("conv 5x7 uneven pads gather" + th,
+             CP(2, 12, 8, 10, 12, 5, 7, 1, 1, 1, 3, 3, 3, 1, 1, 1), false);
+    TestConv("conv 5x5 same groups gather" + th,
+             CP(2, 18, 7, 8, 18, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3), false);
+    TestConv("conv 3x3 same scatter" + th,
+             CP(2, 6, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
 }
