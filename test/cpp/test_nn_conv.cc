@@ -248,6 +248,24 @@ static void TestTapsDx() {
                CP(2, c, 11, 12, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
       TestConv("small c dilation2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
+      // Rows ending in half a vector, whose halves go in pairs: 6 (4-float
+      // vectors), 12, 20 and 28 (8-float), 8, 24 and 40 (16-float) outputs
+      // wide, odd row counts leaving the last half alone, padding, and
+      // rows of one half only (8 wide with 16-float vectors).
+      TestConv("taps dx pairs 6 wide odd rows" + cs,
+               CP(2, c, 9, 10, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
+      TestConv("taps dx pairs 12 wide" + cs,
+               CP(3, c, 10, 14, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("taps dx pairs 20 wide padded" + cs,
+               CP(2, c, 7, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), c == 2);
+      TestConv("taps dx pairs 28 wide" + cs,
+               CP(2, c, 8, 32, 9, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("taps dx pairs 8 wide" + cs,
+               CP(3, c, 13, 12, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 3);
+      TestConv("taps dx pairs 24 wide odd rows" + cs,
+               CP(2, c, 11, 26, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("taps dx pairs 40 wide padded" + cs,
+               CP(2, c, 6, 40, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), c == 4);
     }
     // dy of 8 MiB and more is fetched ahead, each image's last spots
     // fetching the next image's first (1x1 and 5x5 kernels, 512 outputs).
