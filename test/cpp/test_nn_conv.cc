@@ -340,6 +340,23 @@ static void TestShiftCases() {
                CP(2, c, 1, 21, 4, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1), false);
       TestConv("shift 3x3 wide rows" + cs,
                CP(1, c, 5, 45, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+      // Rows ending in half a vector, whose last halves the weight gradient
+      // takes two rows at a time: 6, 12, 20, 28, 8, 24 and 40 outputs wide
+      // (4-, 8- and 16-float vectors), odd row counts, padding.
+      TestConv("shift pairs 6 wide odd rows" + cs,
+               CP(2, c, 9, 10, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
+      TestConv("shift pairs 12 wide" + cs,
+               CP(2, c, 10, 14, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("shift pairs 20 wide padded" + cs,
+               CP(2, c, 7, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), c == 2);
+      TestConv("shift pairs 28 wide" + cs,
+               CP(2, c, 8, 32, 9, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("shift pairs 8 wide odd rows" + cs,
+               CP(3, c, 13, 12, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 3);
+      TestConv("shift pairs 24 wide odd rows" + cs,
+               CP(2, c, 11, 26, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
+      TestConv("shift pairs 40 wide padded" + cs,
+               CP(2, c, 6, 40, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), c == 4);
     }
     TestConv("shift stem 3x3 64 ch" + th,
              CP(2, 3, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
