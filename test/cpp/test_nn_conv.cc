@@ -202,6 +202,33 @@ static void TestEngineCases() {
   omp_set_num_threads(saved);
 }
 
+// Rows ending in half a vector, whose last halves the tap-scatter data
+// gradient and the flat-shift weight gradient take two rows at a time: 6
+// (4-float vectors), 12, 20 and 28 (8-float), 8, 24 and 40 (16-float)
+// outputs wide, odd row counts leaving the last half alone, padding, and
+// rows of one half only (8 wide with 16-float vectors). c input channels;
+// finite differences for the channel count fd_c.
+struct HalfRowCase {
+  const char* name;
+  int n, h, w, oc, k, pad, fd_c;
+};
+static const HalfRowCase kHalfRows[] = {
+    {"pairs 6 wide odd rows", 2, 9, 10, 5, 5, 0, 1},
+    {"pairs 12 wide", 3, 10, 14, 7, 3, 0, 0},
+    {"pairs 20 wide padded", 2, 7, 20, 6, 3, 1, 2},
+    {"pairs 28 wide", 2, 8, 32, 9, 5, 0, 0},
+    {"pairs 8 wide odd rows", 3, 13, 12, 5, 5, 0, 3},
+    {"pairs 24 wide odd rows", 2, 11, 26, 7, 3, 0, 0},
+    {"pairs 40 wide padded", 2, 6, 40, 4, 5, 2, 4},
+};
+
+static void TestHalfRows(const std::string& form, int c, const std::string& suffix) {
+  for (const HalfRowCase& h : kHalfRows)
+    TestConv(form + " " + h.name + suffix,
+             CP(h.n, c, h.h, h.w, h.oc, h.k, h.k, 1, 1, h.pad, h.pad, h.pad, h.pad, 1, 1, 1),
+             c == h.fd_c);
+}
+
 // The tap-scatter data gradient for few input channels (conv_taps_dx.h,
 // stride 1, one group, kernels up to 7 rows): one to four channels, odd and
 // narrow sizes (rows ending in a short vector, a tile's spots spanning dy
@@ -248,24 +275,7 @@ static void TestTapsDx() {
                CP(2, c, 11, 12, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), false);
       TestConv("small c dilation2" + cs,
                CP(2, c, 11, 12, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1), false);
-      // Rows ending in half a vector, whose halves go in pairs: 6 (4-float
-      // vectors), 12, 20 and 28 (8-float), 8, 24 and 40 (16-float) outputs
-      // wide, odd row counts leaving the last half alone, padding, and
-      // rows of one half only (8 wide with 16-float vectors).
-      TestConv("taps dx pairs 6 wide odd rows" + cs,
-               CP(2, c, 9, 10, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
-      TestConv("taps dx pairs 12 wide" + cs,
-               CP(3, c, 10, 14, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("taps dx pairs 20 wide padded" + cs,
-               CP(2, c, 7, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), c == 2);
-      TestConv("taps dx pairs 28 wide" + cs,
-               CP(2, c, 8, 32, 9, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("taps dx pairs 8 wide" + cs,
-               CP(3, c, 13, 12, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 3);
-      TestConv("taps dx pairs 24 wide odd rows" + cs,
-               CP(2, c, 11, 26, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("taps dx pairs 40 wide padded" + cs,
-               CP(2, c, 6, 40, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), c == 4);
+      TestHalfRows("taps dx", c, cs);
     }
     // dy of 8 MiB and more is fetched ahead, each image's last spots
     // fetching the next image's first (1x1 and 5x5 kernels, 512 outputs).
@@ -340,23 +350,7 @@ static void TestShiftCases() {
                CP(2, c, 1, 21, 4, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1), false);
       TestConv("shift 3x3 wide rows" + cs,
                CP(1, c, 5, 45, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
-      // Rows ending in half a vector, whose last halves the weight gradient
-      // takes two rows at a time: 6, 12, 20, 28, 8, 24 and 40 outputs wide
-      // (4-, 8- and 16-float vectors), odd row counts, padding.
-      TestConv("shift pairs 6 wide odd rows" + cs,
-               CP(2, c, 9, 10, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 1);
-      TestConv("shift pairs 12 wide" + cs,
-               CP(2, c, 10, 14, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("shift pairs 20 wide padded" + cs,
-               CP(2, c, 7, 20, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), c == 2);
-      TestConv("shift pairs 28 wide" + cs,
-               CP(2, c, 8, 32, 9, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("shift pairs 8 wide odd rows" + cs,
-               CP(3, c, 13, 12, 5, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1), c == 3);
-      TestConv("shift pairs 24 wide odd rows" + cs,
-               CP(2, c, 11, 26, 7, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), false);
-      TestConv("shift pairs 40 wide padded" + cs,
-               CP(2, c, 6, 40, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1), c == 4);
+      TestHalfRows("shift", c, cs);
     }
     TestConv("shift stem 3x3 64 ch" + th,
              CP(2, 3, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
