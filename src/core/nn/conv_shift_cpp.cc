@@ -50,8 +50,9 @@ ShiftPlane PlaneOf(const ConvParams& p) {
                     p.w + p.pad_l + p.pad_r};
 }
 
-// Whether the flat-shift forward and weight gradient take this layer.
-bool UseShift(const ConvParams& p, int threads) {
+// Whether the flat-shift forward (or, with weight_gradient, the weight
+// gradient) takes this layer.
+bool UseShift(const ConvParams& p, int threads, bool weight_gradient) {
   const ShiftMode mode = CurrentShiftMode();
   if (mode == ShiftMode::kOff) return false;
   if (p.groups != 1 || p.sh != 1 || p.sw != 1 || p.dh != 1 || p.dw != 1 ||
@@ -65,10 +66,23 @@ bool UseShift(const ConvParams& p, int threads) {
   // at 2/3 (LeNet's 12x12 plane through 5x5). Threads take whole images, so the images must split
   // evenly or be several per thread.
   const int wp = p.w + p.pad_l + p.pad_r;
-  return 5 * p.ow() >= 4 * wp && (p.n % threads == 0 || p.n >= 4 * threads);
+  if (5 * p.ow() < 4 * wp || (p.n % threads && p.n < 4 * threads)) return false;
+  // 1x1 kernels, measured again on a Zen 5 EPYC (both kernel families,
+  // one and two threads, batch 16-64, 32-64 input channels, planes of 4x4
+  // to 32x32) against the implicit GEMM: the weight gradient took
+  // 0.27-0.98x the time through the GEMM on planes under 32x32 (0.27 on
+  // 4x4, 0.67-0.90 on 28x28), and 0.77-1.35x on 32x32 (AVX2 1.02-1.29x);
+  // the forward 0.73-1.00x through the GEMM on 32x32, but 0.91-1.24x
+  // (mostly over 1) on the smaller planes. So the weight gradient takes
+  // this path from 32x32 on, the forward below it.
+  if (p.kh == 1 && p.kw == 1) {
+    const bool large = int64_t(p.oh()) * p.ow() >= 1024;
+    if (weight_gradient != large) return false;
+  }
+  return true;
 }
 
-// Called with UseShift(p): threads take whole images.
+// Called with UseShift(p, threads, false): threads take whole images.
 void ForwardShift(const float* x, const float* w, const float* b, float* y,
                   const ConvParams& p, int threads) {
   const ShiftJob job{PlaneOf(p), x, w, b, y};
@@ -83,7 +97,7 @@ void ForwardShift(const float* x, const float* w, const float* b, float* y,
   }
 }
 
-// Called with UseShift(p): each thread sums a contiguous range of images
+// Called with UseShift(p, threads, true): each thread sums a contiguous range of images
 // into its own lane sums; the threads' results are added in thread order.
 void BackwardWeightShift(const float* x, const float* dy, float* dw,
                          const ConvParams& p, int threads) {
@@ -121,19 +135,20 @@ bool ShiftForward(const float* x, const float* w, const float* b, float* y,
                   const ConvParams& p) {
   const int threads = ThreadsFor(int64_t(p.n) * p.oc * p.oh() * p.ow() * p.c *
                                  p.kh * p.kw);
-  if (!UseShift(p, threads)) return false;
+  if (!UseShift(p, threads, false)) return false;
   ForwardShift(x, w, b, y, p, threads);
   return true;
 }
 
 bool ShiftBackwardWeight(const float* x, const float* dy, float* dw,
                          const ConvParams& p) {
-  // The forward's rule: at one thread the flat-shift weight gradient ran
-  // 1.12-2.0x faster than the NT engine on the same layers, except 0.95x
-  // for a 1x1 layer of 64 channels on 8x8 planes.
+  // The forward's rule, but for 1x1 kernels (see UseShift): at one thread
+  // on an AVX2 Zen 4 the flat-shift weight gradient ran 1.12-2.0x faster
+  // than the NT engine on the same layers, except 0.95x for a 1x1 layer of
+  // 64 channels on 8x8 planes.
   const int threads = ThreadsFor(int64_t(p.n) * p.oc * p.oh() * p.ow() * p.c *
                                  p.kh * p.kw);
-  if (!UseShift(p, threads)) return false;
+  if (!UseShift(p, threads, true)) return false;
   BackwardWeightShift(x, dy, dw, p, threads);
   return true;
 }
