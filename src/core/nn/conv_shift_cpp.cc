@@ -72,7 +72,7 @@ bool UseShift(const ConvParams& p, int threads, bool weight_gradient) {
   // to 32x32) against the implicit GEMM: the weight gradient took
   // 0.27-0.98x the time through the GEMM on planes under 32x32 (0.27 on
   // 4x4, 0.67-0.90 on 28x28), and 0.77-1.35x on 32x32 (AVX2 1.02-1.29x);
-  // the forward 0.73-1.00x through the GEMM on 32x32, but 0.91-1.24x
+  // the forward 0.73-1.04x through the GEMM on 32x32, but 0.91-1.24x
   // (mostly over 1) on the smaller planes. So the weight gradient takes
   // this path from 32x32 on, the forward below it.
   if (p.kh == 1 && p.kw == 1) {
