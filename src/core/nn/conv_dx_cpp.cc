@@ -2,8 +2,8 @@
 // forms): Winograd or the few-pixel forms where they apply, else the
 // tap-scatter form for inputs with few channels (conv_taps_dx.h), a plain
 // product for 1x1 stride-2 kernels, col2im fused into the product when dy
-// has at least as many channels as dx, and otherwise one stride-1 product
-// per phase of the stride.
+// has at least as many channels as dx (but see GatherStride1), and
+// otherwise one stride-1 product per phase of the stride (the gather form).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
