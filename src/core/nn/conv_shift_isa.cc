@@ -312,37 +312,18 @@ void DwTile(int oh, int ow, int wp, const float* __restrict d, int mr,
         for (int i = 0; i < RD; ++i) s[i][j] += dv[i] * bv;
       }
     }
-    if (pairs && r + 1 < oh) {
-      // row r + 1's whole vectors, then the two rows' last halves together
-      PrefetchL2Part(fetch, int64_t(lines) * 16, r + 1, oh);
-      for (int p = 0; p < whole; p += kVW) {
-        Vec dv[RD];
-#pragma GCC unroll 8
-        for (int i = 0; i < RD; ++i) dv[i] = Load(dr[i] + ow + p);
-#pragma GCC unroll 8
-        for (int j = 0; j < RB; ++j) {
-          const Vec bv = Load(br[j] + wp + p);
-#pragma GCC unroll 8
-          for (int i = 0; i < RD; ++i) s[i][j] += dv[i] * bv;
-        }
-      }
+    if (pairs && r % 2 == 1) {
+      // the previous row's last half and this row's, in one vector
       Vec dv[RD];
 #pragma GCC unroll 8
-      for (int i = 0; i < RD; ++i) dv[i] = LoadHalves(dr[i] + whole, dr[i] + ow + whole);
+      for (int i = 0; i < RD; ++i) dv[i] = LoadHalves(dr[i] - ow + whole, dr[i] + whole);
 #pragma GCC unroll 8
       for (int j = 0; j < RB; ++j) {
-        const Vec bv = LoadHalves(br[j] + whole, br[j] + wp + whole);
+        const Vec bv = LoadHalves(br[j] - wp + whole, br[j] + whole);
 #pragma GCC unroll 8
         for (int i = 0; i < RD; ++i) s[i][j] += dv[i] * bv;
       }
-#pragma GCC unroll 8
-      for (int i = 0; i < RD; ++i) dr[i] += 2 * ow;
-#pragma GCC unroll 8
-      for (int j = 0; j < RB; ++j) br[j] += 2 * wp;
-      ++r;
-      continue;
-    }
-    if (tail) {
+    } else if (tail && !(pairs && r + 1 < oh)) {
       Vec dv[RD];
 #pragma GCC unroll 8
       for (int i = 0; i < RD; ++i) dv[i] = LoadFirst(dr[i] + whole, tail);
