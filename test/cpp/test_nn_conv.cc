@@ -198,6 +198,18 @@ static void TestEngineCases() {
              CP(2, 18, 7, 8, 18, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3), false);
     TestConv("conv 3x3 same scatter" + th,
              CP(2, 6, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // Stride 2 in the scatter form with dy rows of more than 8 values,
+    // which AddRow adds as spread vectors (conv_pack.h): rows of 19, 17, 20
+    // and 9 against every vector width, padded on one side, both or
+    // neither, with groups.
+    TestConv("conv 3x3 s2 long rows scatter" + th,
+             CP(2, 8, 7, 37, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), true);
+    TestConv("conv 5x5 s2 uneven pads scatter" + th,
+             CP(2, 6, 9, 33, 12, 5, 5, 2, 2, 2, 1, 1, 2, 1, 1, 1), false);
+    TestConv("conv 3x3 s2 unpadded scatter" + th,
+             CP(1, 5, 6, 41, 10, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
+    TestConv("conv 3x3 s2 groups scatter" + th,
+             CP(2, 12, 5, 18, 24, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, 2), false);
   }
   omp_set_num_threads(saved);
 }
