@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -255,9 +256,15 @@ void RunNn(std::vector<NnJob>& jobs) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < count; ++i) {
       const Item& it = items[size_t(i)];
+      const NnJob& j = jobs[size_t(it.job)];
+      if (j.scatter) {  // its planes start unset (conv_engine.h)
+        const int64_t plane = int64_t(j.grid.gh) * j.grid.gw;
+        for (int64_t b = it.q0 / plane; b < it.q1 / plane; ++b)
+          std::memset(j.out + b * j.out_img, 0,
+                      sizeof(float) * size_t(j.scatter->channels) * size_t(j.out_ch));
+      }
       for (int64_t q = it.q0; q < it.q1; q += it.slab)
-        RunNnSlab(jobs[size_t(it.job)], q, std::min(it.q1, q + it.slab), it.m0,
-                  it.m1, buf);
+        RunNnSlab(j, q, std::min(it.q1, q + it.slab), it.m0, it.m1, buf);
     }
   }
 }

@@ -183,9 +183,6 @@ void BackwardDataScatter(const float* dy, const float* w, float* dx,
       j.scatter = &into.back();
       jobs.push_back(j);
     }
-  const int64_t total = int64_t(p.n) * p.c * plane;
-#pragma omp parallel for schedule(static) if (total > kParallelMacs)
-  for (int64_t i = 0; i < total; ++i) dx[i] = 0.f;
   RunNn(jobs);
 }
 

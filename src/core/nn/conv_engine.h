@@ -64,7 +64,12 @@ struct Grid {
 // that tap reads for grid pixel (qy, qx) of image b (scatter->src is
 // ignored; `out` is the base it reads from). That is col2im fused into the
 // product. Different images never touch the same output, so threads split
-// a scatter job by images only.
+// a scatter job by images only. Its output planes (scatter->channels planes
+// of out_ch floats from out, per image) need not be set: RunNn clears an
+// image's planes right before adding into them, while they are cached,
+// rather than in a pass of its own over the whole output beforehand (the
+// stride-2 data gradient of ResNet-18's 64 -> 128 layer took 0.93-0.97x
+// the time, other layers 0.98-0.99x; Zen 5, alternating call by call).
 struct NnJob {
   TapRows b;
   Grid grid;
