@@ -311,7 +311,7 @@ inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
     // and 0.85-0.90x at two with AVX-512, 0.91-0.96x and 0.95x with AVX2
     // (5x5, 64 -> 128: 0.85-0.91x and 0.85-0.88x with AVX-512), against the
     // scalar adds below. Rows of 8 and 4 keep those (as does every run of a
-    // tile 8 columns wide): there the vectors were even or up to 1.1x
+    // tile 8 columns wide): there the vectors were even or up to 1.15x
     // slower, the partial loads of one tap's row waiting on the previous
     // tap's partial stores to the same floats (Zen 5, processes
     // alternating).
