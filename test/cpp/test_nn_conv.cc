@@ -199,7 +199,7 @@ static void TestEngineCases() {
     TestConv("conv 3x3 same scatter" + th,
              CP(2, 6, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
     // Stride 2 in the scatter form with dy rows of more than 8 values,
-    // which AddRow adds as spread vectors (conv_pack.h): rows of 19, 17, 20
+    // which AddRow adds as spread vectors (conv_pack.h): rows of 19, 16, 20
     // and 9 against every vector width, padded on one side, both or
     // neither, with groups.
     TestConv("conv 3x3 s2 long rows scatter" + th,

@@ -68,8 +68,8 @@ struct Grid {
 // of out_ch floats from out, per image) need not be set: RunNn clears an
 // image's planes right before adding into them, while they are cached,
 // rather than in a pass of its own over the whole output beforehand (the
-// stride-2 data gradient of ResNet-18's 64 -> 128 layer took 0.93-0.97x
-// the time, other layers 0.98-0.99x; Zen 5, alternating call by call).
+// stride-2 data gradient of ResNet-18's 64 -> 128 layer took 0.90-0.97x
+// the time, other layers 0.96-0.99x; Zen 5, alternating call by call).
 struct NnJob {
   TapRows b;
   Grid grid;
