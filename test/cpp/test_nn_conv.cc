@@ -210,6 +210,22 @@ static void TestEngineCases() {
              CP(1, 5, 6, 41, 10, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1), false);
     TestConv("conv 3x3 s2 groups scatter" + th,
              CP(2, 12, 5, 18, 24, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, 2), false);
+    // Weight gradients over grids of at most 16 pixels from planes of at
+    // most 64 floats, which AVX-512 packs plane by plane in registers
+    // (PackSmallPlanes in conv_nt_isa.cc): strides 1 and 2, 3x3 and 5x5
+    // kernels, dilation, uneven pads, a non-square plane and groups.
+    TestConv("conv dw small planes s2" + th,
+             CP(6, 10, 8, 8, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), true);
+    TestConv("conv dw small planes 5x5" + th,
+             CP(9, 4, 6, 6, 6, 5, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("conv dw small planes 5x5 s2" + th,
+             CP(12, 5, 6, 6, 8, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 1), false);
+    TestConv("conv dw small planes dilated" + th,
+             CP(8, 6, 8, 8, 7, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1), false);
+    TestConv("conv dw small planes uneven" + th,
+             CP(10, 6, 5, 8, 9, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1), false);
+    TestConv("conv dw small planes groups" + th,
+             CP(6, 12, 8, 8, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3), false);
   }
   omp_set_num_threads(saved);
 }

@@ -253,16 +253,90 @@ size_t NtWorkFloats(const NtJob& job, int64_t cols, int rows) {
 
 namespace {
 
+// PackNt's rows [k0, k1) over reduction columns [r0, r1) when they are
+// whole images of a grid of at most one vector of pixels, from input
+// planes of at most four vectors (AVX-512 only; false otherwise): each
+// (channel, image) plane is loaded into registers once, and each tap's
+// pixels are taken from it by two-register permutes, lanes in the padding
+// cleared. Copying the taps run by run instead spends a call and its
+// bounds work on every few floats (rows of 4 on ResNet-18's 4x4 grids):
+// the packing held 18% of its 256->512 stride-2 weight gradient, which now
+// takes 0.87-0.92x the time at one thread and 0.81-0.94x at two at batch
+// 64, 0.85-0.91x at one thread at batch 32 (Zen 5, processes alternating).
+bool PackSmallPlanes(const NtJob& job, int64_t r0, int64_t r1, int k0,
+                     int k1, float* pb, int lp) {
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+  const TapRows& t = job.b;
+  const Grid& grid = job.grid;
+  const int P = grid.gh * grid.gw, plane = t.sh * t.sw;
+  const int taps = t.tr * t.tc;
+  if (P > kVW || plane > 4 * kVW || taps > 64 || r0 % P || r1 % P) return false;
+  const int64_t b0 = r0 / P, b1 = r1 / P;
+  __m512i idx[64];
+  __mmask16 high[64], valid[64];
+  for (int k = 0; k < taps; ++k) {
+    const int i = k / t.tc, j = k % t.tc;
+    alignas(64) int lane[16] = {};
+    unsigned hi = 0, ok = 0;
+    for (int q = 0; q < P; ++q) {
+      const int y = q / grid.gw * t.ssy + t.offy[i];
+      const int x = q % grid.gw * t.ssx + t.offx[j];
+      if (y < 0 || y >= t.sh || x < 0 || x >= t.sw) continue;
+      const int at = y * t.sw + x;
+      lane[q] = at % 32;
+      if (at >= 32) hi |= 1u << q;
+      ok |= 1u << q;
+    }
+    idx[k] = _mm512_load_si512(lane);
+    high[k] = __mmask16(hi);
+    valid[k] = __mmask16(ok);
+  }
+  const __mmask16 pmask = __mmask16((1u << P) - 1u);
+  TapCursor at(t, k0);
+  for (int k = k0; k < k1;) {
+    const int c = at.c, first = at.i * t.tc + at.j;
+    const int n = std::min(taps - first, k1 - k);
+    const float* chan = t.src + int64_t(c) * t.cstride;
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* src = chan + b * t.img_stride;
+      __m512 v[4];
+      for (int r = 0; r < 4; ++r)
+        v[r] = _mm512_maskz_loadu_ps(
+            __mmask16(LaneMask(0, plane - r * kVW)), src + r * kVW);
+      float* out = pb + (b - b0) * P;
+      for (int u = 0; u < n; ++u) {
+        const int tap = first + u;
+        const __m512 lo = _mm512_permutex2var_ps(v[0], idx[tap], v[1]);
+        const __m512 hi = _mm512_permutex2var_ps(v[2], idx[tap], v[3]);
+        const __m512 px = _mm512_maskz_mov_ps(
+            valid[tap], _mm512_mask_blend_ps(high[tap], lo, hi));
+        _mm512_mask_storeu_ps(out + int64_t(k - k0 + u) * lp, pmask, px);
+      }
+    }
+    k += n;
+    at.i = 0;
+    at.j = 0;
+    ++at.c;
+  }
+  return true;
+#else
+  (void)job, (void)r0, (void)r1, (void)k0, (void)k1, (void)pb, (void)lp;
+  return false;
+#endif
+}
+
 // Packs reduction columns [r0, r1) of B rows [k0, k1) into pb, lp floats
 // per row, zero-padded to whole tiles.
 void PackNt(const NtJob& job, int64_t r0, int64_t r1, int lp, int k0, int k1,
             float* pb) {
-  NnScratch& sc = NnLocal();
   const int len = int(r1 - r0);
   const int kb = k1 - k0, kbp = int(RoundUp(kb, kNtCols));
-  BuildRuns(job.grid, r0, r1, 0, &sc.runs);
-  PackRows(job.b, sc.runs.begin(), sc.runs.count, TapCursor(job.b, k0), kb, pb,
-           lp, [](const Run& r) { return int64_t(r.col); });
+  if (!PackSmallPlanes(job, r0, r1, k0, k1, pb, lp)) {
+    NnScratch& sc = NnLocal();
+    BuildRuns(job.grid, r0, r1, 0, &sc.runs);
+    PackRows(job.b, sc.runs.begin(), sc.runs.count, TapCursor(job.b, k0), kb, pb,
+             lp, [](const Run& r) { return int64_t(r.col); });
+  }
   for (int k = 0; k < kbp; ++k)
     Zero(pb + int64_t(k) * lp + (k < kb ? len : 0), k < kb ? lp - len : lp);
 }
