@@ -298,11 +298,6 @@ InPlace ScatterTargets(const TapRows& s, float* out, const TileTaps& tt,
 void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
                    const Run* runs, int nruns, int64_t c0,
                    const int64_t* colofs) {
-  IVec lo, hi;
-  for (int l = 0; l < kVW; ++l) {
-    lo[l] = l % 2 ? kVW : l / 2;
-    hi[l] = l % 2 ? kVW : kVW / 2 + l / 2;
-  }
   for (int u = 0; u < nruns; ++u) {
     const Run& r = runs[u];
     // Pixels whose following float is still in the row.
@@ -315,9 +310,8 @@ void WriteWithGaps(const NnJob& job, float* out_m, const float* temp, int mr,
       int j = 0;
       const bool aligned = reinterpret_cast<uintptr_t>(d) % sizeof(Vec) == 0;
       for (; j + kVW <= gapped; j += kVW) {
-        const Vec v = Load(t + j);
-        const Vec a = __builtin_shuffle(v, Vec{}, lo);
-        const Vec b = __builtin_shuffle(v, Vec{}, hi);
+        Vec a, b;
+        SpreadEven(Load(t + j), &a, &b);
         if (aligned) {
           StreamStore(d + 2 * j, a);
           StreamStore(d + 2 * j + kVW, b);

@@ -280,6 +280,18 @@ inline void FillRow(float* __restrict dst, const float* __restrict src, int x0,
   for (int j = hi; j < len; ++j) dst[j] = 0.f;
 }
 
+// v's lanes spread over the even lanes of two vectors, zeros between:
+// lane l of v goes to lane 2l of *lo (l < kVW / 2) or 2l - kVW of *hi.
+inline void SpreadEven(Vec v, Vec* lo, Vec* hi) {
+  IVec a, b;
+  for (int l = 0; l < kVW; ++l) {
+    a[l] = l % 2 ? kVW : l / 2;
+    b[l] = l % 2 ? kVW : kVW / 2 + l / 2;
+  }
+  *lo = __builtin_shuffle(v, Vec{}, a);
+  *hi = __builtin_shuffle(v, Vec{}, b);
+}
+
 // dst[x0 + j * ssx] += src[j] for j < len where x0 + j * ssx is in [0, sw).
 inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
                    int ssx, int len, int sw) {
@@ -315,17 +327,11 @@ inline void AddRow(float* __restrict dst, const float* __restrict src, int x0,
     // slower, the partial loads of one tap's row waiting on the previous
     // tap's partial stores to the same floats (Zen 5, processes
     // alternating).
-    IVec spread_lo, spread_hi;
-    for (int l = 0; l < kVW; ++l) {
-      spread_lo[l] = l % 2 ? kVW : l / 2;
-      spread_hi[l] = l % 2 ? kVW : kVW / 2 + l / 2;
-    }
     for (int j = lo; j < hi; j += kVW) {
       const int n = std::min(kVW, hi - j);
       float* d = dst + x0 + 2 * j;
-      const Vec v = n == kVW ? Load(src + j) : LoadFirst(src + j, n);
-      const Vec a = __builtin_shuffle(v, Vec{}, spread_lo);
-      const Vec b = __builtin_shuffle(v, Vec{}, spread_hi);
+      Vec a, b;
+      SpreadEven(n == kVW ? Load(src + j) : LoadFirst(src + j, n), &a, &b);
       const int span = 2 * n - 1;  // floats from the first target to the last
       if (span >= kVW) {
         Store(d, Load(d) + a);
