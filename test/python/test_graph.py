@@ -143,6 +143,38 @@ def test_memory_stats_and_lazy_allocation(dev):
     assert dev.memory_stats()["peak"] == after["allocated"]
 
 
+def _filled(n, value, dev):
+    t = tensor.Tensor((n,), dev)
+    t.set_value(value)
+    return t
+
+
+def test_freed_mid_size_buffers_are_kept_for_the_same_size(dev):
+    n = 50000  # 200000 bytes, a multiple of 64
+    base = dev.memory_stats()["cached"]
+    a, b = _filled(n, 1.0, dev), _filled(n, 2.0, dev)
+    del a, b
+    assert dev.memory_stats()["cached"] == base + 2 * 4 * n
+    other = _filled(n + 1000, 3.0, dev)  # another size takes fresh memory
+    assert dev.memory_stats()["cached"] == base + 2 * 4 * n
+    c = _filled(n, 4.0, dev)
+    assert dev.memory_stats()["cached"] == base + 4 * n
+    np.testing.assert_array_equal(c.numpy(), np.full(n, 4.0, np.float32))
+    np.testing.assert_array_equal(other.numpy(), np.full(n + 1000, 3.0, np.float32))
+    small = _filled(100, 5.0, dev)  # under 4 KiB: malloc's own
+    del small
+    assert dev.memory_stats()["cached"] == base + 4 * n
+
+
+def test_mid_size_buffers_kept_are_bounded(dev):
+    n = (3 << 20) // 4  # 3 MiB, under the large-buffer size
+    base = dev.memory_stats()["cached"]
+    held = [_filled(n, float(i), dev) for i in range(30)]  # 90 MiB
+    del held
+    kept = dev.memory_stats()["cached"] - base
+    assert kept == 21 * (3 << 20)  # 64 MiB hold 21 of them; the rest went back
+
+
 @pytest.mark.parametrize("read,name", [
     (lambda t: t.numpy(), "to_numpy"),
     (lambda t: cw.SumAll(t.data), "SumAll"),

@@ -166,11 +166,15 @@ class CppCPU : public Device {
   size_t CachedBytes() const override;
 
  private:
-  // Freed large buffers kept for reuse, by rounded size: fresh pages from
-  // the OS cost a page fault each, which would dominate streaming ops.
+  // Freed buffers kept for reuse, by rounded size, last freed first: large
+  // ones because fresh pages from the OS cost a page fault each, which
+  // would dominate streaming ops; from 4 KiB on because the last freed is
+  // the one still in cache (device.cc). cached_bytes_ counts both,
+  // mid_bytes_ those under the large size.
   mutable std::mutex cache_mutex_;
   std::unordered_map<size_t, std::vector<void*>> cache_;
   size_t cached_bytes_ = 0;
+  size_t mid_bytes_ = 0;
   std::atomic<size_t> next_colour_{0};
 };
 
