@@ -229,91 +229,132 @@ __attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org,
 }
 
 #if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-// The windows of a narrow block (at most one vector of tiles) on planes at
-// most one vector wide, built from whole rows of the plane: the tiles
+// The windows of a panel's tiles on planes at most two vectors wide, built
+// from whole rows of the plane: in each vector of the panel, the tiles
 // whose windows start on the same row of the same image form a group, and
-// window column jj of every lane is a permute of that row (its column
-// x0 + jj, zero outside the plane). Per channel that is A row loads and
-// A * A masked permutes per group where Gather moves A * A floats one by
-// one for every tile (17% and 11% of ResNet-18's 128@16 and 256@8 layers
-// at batch 1: 16 tiles of 4x4 and 2x2, four groups each). Inside that
-// network's batch-1 forward the two layers took 0.87x the time at two
-// threads (where each thread transforms every channel) and 0.94x and
-// 0.96x at one (Zen 5, alternating forward by forward).
+// window column jj of the group's lanes is a permute of that row (column
+// x0 + jj, zero outside the plane). Per channel and vector that is A row
+// loads and A * A masked permutes per group where Gather moves A * A
+// floats one by one for every tile (a quarter of ResNet-18's 64@32 layer
+// at batch 1, 17% and 11% of its 128@16 and 256@8 ones, at one thread).
+// The rows of the channel kAheadChannels on are fetched first: without
+// that the few row loads waited on memory at batch 32 (the 32x32 layer
+// then took 1.06-1.09x Gather's time; with it 0.77-0.78x). Measured on Zen
+// 5, alternating call by call or forward by forward, against Gather:
+//   ResNet-18, batch 1 forward   64@32 0.80x / 0.86x (1 / 2 threads),
+//                                128@16 0.91x, 256@8 0.94-0.96x
+//   batch 32 forward and dx      64@32 0.77-0.78x (1 thread), 0.74-0.77x
+//                                (2); 128@16 0.92-0.93x, 0.86-0.89x;
+//                                256@8 (8 groups a vector) 0.99-1.00x
+//   its training step (batch 32) 0.94-0.95x.
 template <int A>
 class RowWindows {
  public:
-  // False where the tiles do not qualify: planes wider than a vector, or
-  // more than kGroups window rows.
-  bool Build(const WinoJob& j, const TileOrigin* org, int lanes) {
-    if (j.sw > kVW || lanes > kVW) return false;
-    groups_ = 0;
-    for (int l = 0; l < lanes; ++l) {
-      const TileOrigin& o = org[l];
-      int g = 0;
-      while (g < groups_ && !(img_[g] == o.img && y0_[g] == o.y0)) ++g;
-      if (g == groups_) {
-        if (groups_ == kGroups) return false;
-        img_[g] = o.img;
-        y0_[g] = o.y0;
-        members_[g] = 0;
-        ++groups_;
+  // Lanes [0, lanes) of the panel at org, over its first nv vectors; false
+  // where they do not qualify: planes wider than two vectors, or more than
+  // kGroups window rows in a vector.
+  bool Build(const WinoJob& j, const TileOrigin* org, int lanes, int nv) {
+    if (j.sw > 2 * kVW) return false;
+    nv_ = nv;
+    for (int q = 0; q < nv; ++q) {
+      Part& part = parts_[q];
+      part.groups = 0;
+      const int l0 = q * kVW, l1 = std::min(lanes, l0 + kVW);
+      for (int l = l0; l < l1; ++l) {
+        const TileOrigin& o = org[l];
+        int g = 0;
+        while (g < part.groups && !(part.img[g] == o.img && part.y0[g] == o.y0)) ++g;
+        if (g == part.groups) {
+          if (g == kGroups) return false;
+          part.img[g] = o.img;
+          part.y0[g] = o.y0;
+          part.members[g] = 0;
+          ++part.groups;
+        }
+        part.members[g] |= 1u << (l - l0);
       }
-      members_[g] |= 1u << l;
-    }
-    for (int jj = 0; jj < A; ++jj) {
-      alignas(64) int32_t lane[kVW] = {};
-      unsigned ok = 0;
-      for (int l = 0; l < lanes; ++l) {
-        const int x = org[l].x0 + jj;
-        if (x < 0 || x >= j.sw) continue;
-        lane[l] = x;
-        ok |= 1u << l;
+      for (int jj = 0; jj < A; ++jj) {
+        alignas(64) int32_t at[kVW] = {};
+        unsigned ok = 0;
+        for (int l = l0; l < l1; ++l) {
+          const int x = org[l].x0 + jj;
+          if (x < 0 || x >= j.sw) continue;
+          at[l - l0] = x;
+          ok |= 1u << (l - l0);
+        }
+        part.col[jj] = _mm512_load_si512(at);
+        part.inside[jj] = ok;
       }
-      col_[jj] = _mm512_load_si512(lane);
-      inside_[jj] = ok;
     }
     return true;
   }
 
-  // Lanes [0, kVW) of d[i * A + jj] for channel c (Gather's first vector).
+  // Vectors [0, nv) of d[i * A + jj] for channel c (lanes past the
+  // panel's tiles zero).
   void Windows(const WinoJob& j, int c, float (*d)[kPW]) const {
     const int64_t plane = int64_t(j.sh) * j.sw;
-    const __mmask16 width = __mmask16((1u << j.sw) - 1u);
-    for (int i = 0; i < A; ++i) {
-      __m512 row[kGroups];
-      for (int g = 0; g < groups_; ++g) {
-        const int y = y0_[g] + i;
-        row[g] = y >= 0 && y < j.sh
-                     ? _mm512_maskz_loadu_ps(
-                           width, j.src + img_[g] + c * plane + int64_t(y) * j.sw)
-                     : _mm512_setzero_ps();
-      }
-      for (int jj = 0; jj < A; ++jj) {
-        __m512 v = _mm512_setzero_ps();
-        for (int g = 0; g < groups_; ++g)
-          v = _mm512_mask_permutexvar_ps(v, __mmask16(members_[g] & inside_[jj]),
-                                         col_[jj], row[g]);
-        _mm512_store_ps(&d[i * A + jj][0], v);
+    const float* src = j.src + c * plane;
+    const bool wide = j.sw > kVW;
+    const __mmask16 first = __mmask16((1u << std::min(j.sw, kVW)) - 1u);
+    const __mmask16 second = __mmask16(wide ? (1u << (j.sw - kVW)) - 1u : 0u);
+    for (int q = 0; q < nv_; ++q) {
+      const Part& part = parts_[q];
+      if (c + kAheadChannels < j.C)
+        for (int g = 0; g < part.groups; ++g)
+          for (int i = 0; i < A; ++i) {
+            const int y = part.y0[g] + i;
+            if (y < 0 || y >= j.sh) continue;
+            const float* row = src + kAheadChannels * plane + part.img[g] + int64_t(y) * j.sw;
+            __builtin_prefetch(row, 0, 3);
+            if (wide) __builtin_prefetch(row + j.sw - 1, 0, 3);
+          }
+      for (int i = 0; i < A; ++i) {
+        __m512 lo[kGroups], hi[kGroups];
+        for (int g = 0; g < part.groups; ++g) {
+          const int y = part.y0[g] + i;
+          lo[g] = hi[g] = _mm512_setzero_ps();
+          if (y < 0 || y >= j.sh) continue;
+          const float* row = src + part.img[g] + int64_t(y) * j.sw;
+          lo[g] = _mm512_maskz_loadu_ps(first, row);
+          if (wide) hi[g] = _mm512_maskz_loadu_ps(second, row + kVW);
+        }
+        for (int jj = 0; jj < A; ++jj) {
+          __m512 v = _mm512_setzero_ps();
+          for (int g = 0; g < part.groups; ++g) {
+            const __mmask16 k = __mmask16(part.members[g] & part.inside[jj]);
+            v = wide ? _mm512_mask_mov_ps(
+                           v, k, _mm512_permutex2var_ps(lo[g], part.col[jj], hi[g]))
+                     : _mm512_mask_permutexvar_ps(v, k, part.col[jj], lo[g]);
+          }
+          _mm512_store_ps(&d[i * A + jj][q * kVW], v);
+        }
       }
     }
   }
 
  private:
   static constexpr int kGroups = 8;
-  int groups_ = 0;
-  int64_t img_[kGroups];
-  int y0_[kGroups];
-  unsigned members_[kGroups];
-  __m512i col_[A];
-  unsigned inside_[A];
+  static constexpr int kAheadChannels = 2;
+  // The lanes of one vector of the panel: groups[g] of them start their
+  // windows on row y0[g] of the image at img[g]; col[jj] and inside[jj]
+  // give each lane's column jj and whether it lies in the plane.
+  struct Part {
+    int groups;
+    int64_t img[kGroups];
+    int y0[kGroups];
+    unsigned members[kGroups];
+    __m512i col[A];
+    unsigned inside[A];
+  };
+  int nv_ = 0;
+  Part parts_[kNV];
 };
 #else
-// Without AVX-512 the narrow blocks gather tile by tile.
+// Without AVX-512 the windows are gathered tile by tile.
 template <int A>
 class RowWindows {
  public:
-  bool Build(const WinoJob&, const TileOrigin*, int) { return false; }
+  bool Build(const WinoJob&, const TileOrigin*, int, int) { return false; }
   void Windows(const WinoJob&, int, float (*)[kPW]) const {}
 };
 #endif
@@ -424,9 +465,9 @@ void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
   // V = B^T d B for every channel and tile.
   alignas(64) float d[AA][kPW];
   RowWindows<A> rows;
-  const bool by_rows = narrow && rows.Build(j, org, int(t1 - t0));
   for (int p = 0; p < s.P; ++p) {
     const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
+    const bool by_rows = rows.Build(j, org + p * kPW, lanes, nv);
     for (int c = 0; c < C; ++c) {
       if (by_rows)
         rows.Windows(j, c, d);
