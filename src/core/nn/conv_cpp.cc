@@ -280,8 +280,10 @@ TapRows InputRows(const float* x, const ConvParams& p, const ForwardTaps& t,
                   int g) {
   const int64_t plane = int64_t(p.h) * p.w;
   const int cg = p.c / p.groups;
-  return TapRows{x + g * cg * plane, p.c * plane, plane, p.h, p.w, p.sh,
-                 p.sw, cg, p.kh, p.kw, t.offy.data(), t.offx.data()};
+  TapRows rows{x + g * cg * plane, p.c * plane, plane, p.h, p.w, p.sh,
+               p.sw, cg, p.kh, p.kw, t.offy.data(), t.offx.data()};
+  rows.fetch_ahead = int64_t(sizeof(float)) * p.n * p.c * plane > kFetchAheadBytes;
+  return rows;
 }
 
 namespace {

@@ -276,6 +276,7 @@ void Conv2dBackwardData(const float* dy, const float* w, float* dx,
       NnJob j;
       j.b = TapRows{dy + int64_t(g) * mg * P, p.oc * P, P, oh, ow, 1, 1, mg,
                     tr, tc, ph.offy.data(), ph.offx.data()};
+      j.b.fetch_ahead = int64_t(sizeof(float)) * p.n * p.oc * P > kFetchAheadBytes;
       j.grid = Grid{p.n, ph.gh, ph.gw};
       j.M = cg;
       j.a = ph.a + int64_t(g) * cg * K;

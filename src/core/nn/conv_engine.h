@@ -45,8 +45,13 @@ struct TapRows {
   const int* offy;  // tr entries
   const int* offx;  // tc entries
   bool channel_fastest = false;
+  // The array is too large to stay in L2 (over kFetchAheadBytes): packing
+  // fetches the next channel's rows ahead for every layout (see PackRows).
+  bool fetch_ahead = false;
   int rows() const { return channels * tr * tc; }
 };
+
+constexpr int64_t kFetchAheadBytes = int64_t(2) << 20;
 
 // The output pixel grid: n images of gh x gw pixels, flattened as
 // q = (b * gh + qy) * gw + qx.
