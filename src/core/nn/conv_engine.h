@@ -51,6 +51,9 @@ struct TapRows {
   int rows() const { return channels * tr * tc; }
 };
 
+// Arrays over this many bytes are taken to lie beyond L2, so the packings
+// that read them channel by channel fetch the next channel ahead (PackRows,
+// and the Winograd weight gradient's GatherRows).
 constexpr int64_t kFetchAheadBytes = int64_t(2) << 20;
 
 // The output pixel grid: n images of gh x gw pixels, flattened as

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "conv_engine.h"
 #include "isa_vec.h"
 #include "winograd_weight.h"
 
@@ -118,16 +119,12 @@ inline void Transpose(Vec* r) {
   }
 }
 
-// Arrays above this many bytes are taken to come from L3 or memory: their
-// gathers fetch the next channels' rows ahead (below).
-constexpr int64_t kFetchAheadBytes = int64_t(2) << 20;
-
 // Copies `rows` rows of channels [c0, c0 + kVW) of image plane `src`
 // (rows y0.., columns x0.. for `cols` columns) into s[row][col][lane], zero
 // outside the plane and for channels at or past `chans`. Whole kVW x kVW
-// blocks inside the plane go through a register transpose. With `ahead`,
-// the same rows of the next kVW channels, which the next call gathers, are
-// fetched first: the weight gradients of ResNet-18's 3x3 stride-1 layers
+// blocks inside the plane go through a register transpose. With `ahead`
+// (an array over kFetchAheadBytes, conv_engine.h), the same rows of the
+// next kVW channels, which the next call gathers, are fetched first: the weight gradients of ResNet-18's 3x3 stride-1 layers
 // at batch 32 and 64 (x and dy of 4 to 16 MiB) then took 0.92-0.98x the
 // time at one thread and 0.83-0.96x at two with AVX-512, 0.89-0.97x with
 // the AVX2 kernels; at batch 8 (2 MiB, mostly still in cache) it cost
