@@ -155,8 +155,8 @@ void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
       const int c1 = std::min(C, (p0 + 2 * kPairs + kR - 1) / kR);
       const int k0 = kb * kR, k1 = std::min(K, k0 + kR);
       auto fetch = [](const float* a, int64_t n) {
-        for (int64_t f = 0; f < n; f += 16) __builtin_prefetch(a + f, 0, 3);
-        __builtin_prefetch(a + n - 1, 0, 3);
+        for (int64_t f = 0; f < n; f += 16) PrefetchL1(a + f);
+        PrefetchL1(a + n - 1);
       };
       if (flip)
         for (int c = c0; c < c1; ++c)
@@ -326,8 +326,8 @@ class RowWindows {
             const int y = part.y0[g] + i;
             if (y < 0 || y >= j.sh) continue;
             const float* row = src + kAheadChannels * plane + part.img[g] + int64_t(y) * j.sw;
-            __builtin_prefetch(row, 0, 3);
-            if (wide) __builtin_prefetch(row + j.sw - 1, 0, 3);
+            PrefetchL1(row);
+            if (wide) PrefetchL1(row + j.sw - 1);
           }
       for (int i = 0; i < A; ++i) {
         __m512 lo[kGroups], hi[kGroups];
