@@ -110,6 +110,12 @@ void TestWinogradCases() {
     // block when two threads split the tiles.
     TestConv("wino deep blocks" + th,
              CP(4, 256, 9, 9, 250, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    // Rows of three and of four vectors with AVX-512 (its row windows
+    // pick each window column from two of a row's registers).
+    TestConv("wino wide rows" + th,
+             CP(2, 9, 7, 40, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("wino wider rows" + th,
+             CP(1, 6, 9, 61, 7, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
   SetWinogradTile(0);

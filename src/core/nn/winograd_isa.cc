@@ -250,7 +250,7 @@ __attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org,
 }
 
 #if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-// The windows of a panel's tiles on planes at most two vectors wide, built
+// The windows of a panel's tiles on planes at most four vectors wide, built
 // from whole rows of the plane: in each vector of the panel, the tiles
 // whose windows start on the same row of the same image form a group, and
 // window column jj of the group's lanes is a permute of that row (column
@@ -267,15 +267,17 @@ __attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org,
 //   batch 32 forward and dx      64@32 0.77-0.78x (1 thread), 0.74-0.77x
 //                                (2); 128@16 0.92-0.93x, 0.86-0.89x;
 //                                256@8 (8 groups a vector) 0.99-1.00x
-//   its training step (batch 32) 0.94-0.95x.
+//   its training step (batch 32) 0.94-0.95x
+//   forward on 40x40 to 64x64 planes (batch 8 to 32, 32 and 64 channels;
+//   rows of three and four vectors) 0.76-0.94x.
 template <int A>
 class RowWindows {
  public:
   // Lanes [0, lanes) of the panel at org, over its first nv vectors; false
-  // where they do not qualify: planes wider than two vectors, or more than
-  // kGroups window rows in a vector.
+  // where they do not qualify: planes wider than kRowVecs vectors, or more
+  // than kGroups window rows in a vector.
   bool Build(const WinoJob& j, const TileOrigin* org, int lanes, int nv) {
-    if (j.sw > 2 * kVW) return false;
+    if (j.sw > kRowVecs * kVW) return false;
     nv_ = nv;
     for (int q = 0; q < nv; ++q) {
       Part& part = parts_[q];
@@ -296,28 +298,35 @@ class RowWindows {
       }
       for (int jj = 0; jj < A; ++jj) {
         alignas(64) int32_t at[kVW] = {};
-        unsigned ok = 0;
+        unsigned ok = 0, upper = 0;
         for (int l = l0; l < l1; ++l) {
           const int x = org[l].x0 + jj;
           if (x < 0 || x >= j.sw) continue;
           at[l - l0] = x;
           ok |= 1u << (l - l0);
+          if (x >= 2 * kVW) upper |= 1u << (l - l0);
         }
         part.col[jj] = _mm512_load_si512(at);
         part.inside[jj] = ok;
+        part.upper[jj] = upper;
       }
     }
     return true;
   }
 
   // Vectors [0, nv) of d[i * A + jj] for channel c (lanes past the
-  // panel's tiles zero).
+  // panel's tiles zero). A row takes `regs` registers; a permute picks
+  // from one (regs 1) or two, and rows over two vectors pick from the
+  // first two or the last two by the column's upper bit.
   void Windows(const WinoJob& j, int c, float (*d)[kPW]) const {
     const int64_t plane = int64_t(j.sh) * j.sw;
     const float* src = j.src + c * plane;
-    const bool wide = j.sw > kVW;
-    const __mmask16 first = __mmask16((1u << std::min(j.sw, kVW)) - 1u);
-    const __mmask16 second = __mmask16(wide ? (1u << (j.sw - kVW)) - 1u : 0u);
+    const int regs = (j.sw + kVW - 1) / kVW;
+    __mmask16 part_mask[kRowVecs];
+    for (int r = 0; r < kRowVecs; ++r) {
+      const int n = std::clamp(j.sw - r * kVW, 0, kVW);
+      part_mask[r] = __mmask16((1u << n) - 1u);
+    }
     for (int q = 0; q < nv_; ++q) {
       const Part& part = parts_[q];
       if (c + kAheadChannels < j.C)
@@ -326,26 +335,35 @@ class RowWindows {
             const int y = part.y0[g] + i;
             if (y < 0 || y >= j.sh) continue;
             const float* row = src + kAheadChannels * plane + part.img[g] + int64_t(y) * j.sw;
-            PrefetchL1(row);
-            if (wide) PrefetchL1(row + j.sw - 1);
+            for (int f = 0; f < j.sw; f += kVW) PrefetchL1(row + f);
+            PrefetchL1(row + j.sw - 1);
           }
       for (int i = 0; i < A; ++i) {
-        __m512 lo[kGroups], hi[kGroups];
+        __m512 rv[kRowVecs][kGroups];
         for (int g = 0; g < part.groups; ++g) {
           const int y = part.y0[g] + i;
-          lo[g] = hi[g] = _mm512_setzero_ps();
-          if (y < 0 || y >= j.sh) continue;
+          const bool live = y >= 0 && y < j.sh;
           const float* row = src + part.img[g] + int64_t(y) * j.sw;
-          lo[g] = _mm512_maskz_loadu_ps(first, row);
-          if (wide) hi[g] = _mm512_maskz_loadu_ps(second, row + kVW);
+          for (int r = 0; r < kRowVecs; ++r)
+            rv[r][g] = live && r < regs
+                           ? _mm512_maskz_loadu_ps(part_mask[r], row + r * kVW)
+                           : _mm512_setzero_ps();
         }
         for (int jj = 0; jj < A; ++jj) {
           __m512 v = _mm512_setzero_ps();
           for (int g = 0; g < part.groups; ++g) {
-            const __mmask16 k = __mmask16(part.members[g] & part.inside[jj]);
-            v = wide ? _mm512_mask_mov_ps(
-                           v, k, _mm512_permutex2var_ps(lo[g], part.col[jj], hi[g]))
-                     : _mm512_mask_permutexvar_ps(v, k, part.col[jj], lo[g]);
+            const unsigned k = part.members[g] & part.inside[jj];
+            if (regs == 1) {
+              v = _mm512_mask_permutexvar_ps(v, __mmask16(k), part.col[jj], rv[0][g]);
+              continue;
+            }
+            v = _mm512_mask_mov_ps(
+                v, __mmask16(k & ~part.upper[jj]),
+                _mm512_permutex2var_ps(rv[0][g], part.col[jj], rv[1][g]));
+            if (regs > 2)
+              v = _mm512_mask_mov_ps(
+                  v, __mmask16(k & part.upper[jj]),
+                  _mm512_permutex2var_ps(rv[2][g], part.col[jj], rv[3][g]));
           }
           _mm512_store_ps(&d[i * A + jj][q * kVW], v);
         }
@@ -355,6 +373,7 @@ class RowWindows {
 
  private:
   static constexpr int kGroups = 8;
+  static constexpr int kRowVecs = 4;  // planes up to 64 floats wide
   static constexpr int kAheadChannels = 2;
   // The lanes of one vector of the panel: groups[g] of them start their
   // windows on row y0[g] of the image at img[g]; col[jj] and inside[jj]
@@ -365,7 +384,7 @@ class RowWindows {
     int y0[kGroups];
     unsigned members[kGroups];
     __m512i col[A];
-    unsigned inside[A];
+    unsigned inside[A], upper[A];
   };
   int nv_ = 0;
   Part parts_[kNV];
