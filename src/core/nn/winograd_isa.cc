@@ -268,8 +268,10 @@ __attribute__((noinline)) void Gather(const WinoJob& j, const TileOrigin* org,
 //                                (2); 128@16 0.92-0.93x, 0.86-0.89x;
 //                                256@8 (8 groups a vector) 0.99-1.00x
 //   its training step (batch 32) 0.94-0.95x
-//   forward on 40x40 to 64x64 planes (batch 8 to 32, 32 and 64 channels;
-//   rows of three and four vectors) 0.76-0.94x.
+//   forward on wider planes, rows of three and four vectors (1 thread,
+//   fastest of 40 calls, processes alternating): 40x40 at batch 32
+//   0.92-0.95x, 64x64 at batch 16 0.79-0.89x, 56x56 at batch 8
+//   0.87-1.07x.
 template <int A>
 class RowWindows {
  public:
@@ -315,18 +317,27 @@ class RowWindows {
   }
 
   // Vectors [0, nv) of d[i * A + jj] for channel c (lanes past the
-  // panel's tiles zero). A row takes `regs` registers; a permute picks
-  // from one (regs 1) or two, and rows over two vectors pick from the
-  // first two or the last two by the column's upper bit.
+  // panel's tiles zero).
   void Windows(const WinoJob& j, int c, float (*d)[kPW]) const {
+    if (j.sw <= kVW)
+      RowsOf<1>(j, c, d);
+    else if (j.sw <= 2 * kVW)
+      RowsOf<2>(j, c, d);
+    else
+      RowsOf<4>(j, c, d);
+  }
+
+ private:
+  // Windows with rows of R registers: a permute picks from one (R = 1) or
+  // two, and rows over two vectors pick from the first two or the last two
+  // by the column's upper bit.
+  template <int R>
+  void RowsOf(const WinoJob& j, int c, float (*d)[kPW]) const {
     const int64_t plane = int64_t(j.sh) * j.sw;
     const float* src = j.src + c * plane;
-    const int regs = (j.sw + kVW - 1) / kVW;
-    __mmask16 part_mask[kRowVecs];
-    for (int r = 0; r < kRowVecs; ++r) {
-      const int n = std::clamp(j.sw - r * kVW, 0, kVW);
-      part_mask[r] = __mmask16((1u << n) - 1u);
-    }
+    __mmask16 width[R];
+    for (int r = 0; r < R; ++r)
+      width[r] = __mmask16((1u << std::clamp(j.sw - r * kVW, 0, kVW)) - 1u);
     for (int q = 0; q < nv_; ++q) {
       const Part& part = parts_[q];
       if (c + kAheadChannels < j.C)
@@ -335,35 +346,37 @@ class RowWindows {
             const int y = part.y0[g] + i;
             if (y < 0 || y >= j.sh) continue;
             const float* row = src + kAheadChannels * plane + part.img[g] + int64_t(y) * j.sw;
-            for (int f = 0; f < j.sw; f += kVW) PrefetchL1(row + f);
-            PrefetchL1(row + j.sw - 1);
+            PrefetchL1(row);
+            for (int r = 1; r < R - 1; ++r) PrefetchL1(row + r * kVW);
+            if (R > 1) PrefetchL1(row + j.sw - 1);
           }
       for (int i = 0; i < A; ++i) {
-        __m512 rv[kRowVecs][kGroups];
+        __m512 rv[R][kGroups];
         for (int g = 0; g < part.groups; ++g) {
           const int y = part.y0[g] + i;
-          const bool live = y >= 0 && y < j.sh;
+          for (int r = 0; r < R; ++r) rv[r][g] = _mm512_setzero_ps();
+          if (y < 0 || y >= j.sh) continue;
           const float* row = src + part.img[g] + int64_t(y) * j.sw;
-          for (int r = 0; r < kRowVecs; ++r)
-            rv[r][g] = live && r < regs
-                           ? _mm512_maskz_loadu_ps(part_mask[r], row + r * kVW)
-                           : _mm512_setzero_ps();
+          for (int r = 0; r < R; ++r)
+            rv[r][g] = _mm512_maskz_loadu_ps(width[r], row + r * kVW);
         }
         for (int jj = 0; jj < A; ++jj) {
           __m512 v = _mm512_setzero_ps();
           for (int g = 0; g < part.groups; ++g) {
             const unsigned k = part.members[g] & part.inside[jj];
-            if (regs == 1) {
+            if constexpr (R == 1) {
               v = _mm512_mask_permutexvar_ps(v, __mmask16(k), part.col[jj], rv[0][g]);
-              continue;
-            }
-            v = _mm512_mask_mov_ps(
-                v, __mmask16(k & ~part.upper[jj]),
-                _mm512_permutex2var_ps(rv[0][g], part.col[jj], rv[1][g]));
-            if (regs > 2)
+            } else if constexpr (R == 2) {
+              v = _mm512_mask_mov_ps(
+                  v, __mmask16(k), _mm512_permutex2var_ps(rv[0][g], part.col[jj], rv[1][g]));
+            } else {
+              v = _mm512_mask_mov_ps(
+                  v, __mmask16(k & ~part.upper[jj]),
+                  _mm512_permutex2var_ps(rv[0][g], part.col[jj], rv[1][g]));
               v = _mm512_mask_mov_ps(
                   v, __mmask16(k & part.upper[jj]),
                   _mm512_permutex2var_ps(rv[2][g], part.col[jj], rv[3][g]));
+            }
           }
           _mm512_store_ps(&d[i * A + jj][q * kVW], v);
         }
@@ -371,7 +384,6 @@ class RowWindows {
     }
   }
 
- private:
   static constexpr int kGroups = 8;
   static constexpr int kRowVecs = 4;  // planes up to 64 floats wide
   static constexpr int kAheadChannels = 2;
