@@ -175,6 +175,12 @@ class CppCPU : public Device {
   std::unordered_map<size_t, std::vector<void*>> cache_;
   size_t cached_bytes_ = 0;
   size_t mid_bytes_ = 0;
+  // A kept buffer of `rounded` bytes, or null; `mid` for those under the
+  // large size (counted in mid_bytes_ too).
+  void* TakeKept(size_t rounded, bool mid);
+  // Keeps ptr for reuse unless that would pass the cache's bound (or the
+  // mid-size one); false when it was not kept, and the caller frees it.
+  bool Keep(void* ptr, size_t rounded, bool mid);
   std::atomic<size_t> next_colour_{0};
 };
 

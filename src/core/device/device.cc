@@ -249,6 +249,33 @@ constexpr size_t kMidLimit = size_t(64) << 20;
 size_t RoundMid(size_t size) { return (size + 63) / 64 * 64; }
 }  // namespace
 
+void* CppCPU::TakeKept(size_t rounded, bool mid) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = cache_.find(rounded);
+  if (it == cache_.end() || it->second.empty()) return nullptr;
+  void* ptr = it->second.back();
+  it->second.pop_back();
+  cached_bytes_ -= rounded;
+  if (mid) mid_bytes_ -= rounded;
+  return ptr;
+}
+
+bool CppCPU::Keep(void* ptr, size_t rounded, bool mid) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (mid ? mid_bytes_ + rounded > kMidLimit : cached_bytes_ + rounded > kCacheLimit)
+    return false;
+  // Free runs in ~Block, so nothing may escape: if the cache cannot grow to
+  // hold the buffer, the caller releases it instead.
+  try {
+    cache_[rounded].push_back(ptr);
+  } catch (...) {
+    return false;
+  }
+  cached_bytes_ += rounded;
+  if (mid) mid_bytes_ += rounded;
+  return true;
+}
+
 void* CppCPU::Malloc(size_t size) {
   if (size == 0) return nullptr;
   if (size >= kLargeBuffer) {
@@ -257,16 +284,7 @@ void* CppCPU::Malloc(size_t size) {
     // the same cache sets and alias each other in the load/store queues.
     const size_t colour = (next_colour_++ % kColours) * kColourStep;
     const size_t rounded = RoundLarge(size + kColours * kColourStep);
-    void* base = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex_);
-      auto it = cache_.find(rounded);
-      if (it != cache_.end() && !it->second.empty()) {
-        base = it->second.back();
-        it->second.pop_back();
-        cached_bytes_ -= rounded;
-      }
-    }
+    void* base = TakeKept(rounded, false);
     if (!base) {
       base = std::aligned_alloc(kHugePage, rounded);
       if (!base) return nullptr;
@@ -278,17 +296,8 @@ void* CppCPU::Malloc(size_t size) {
   }
   // 64-byte alignment lets AVX-512 loads start on a cache line.
   const size_t rounded = RoundMid(size);
-  if (size >= kMidBuffer) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(rounded);
-    if (it != cache_.end() && !it->second.empty()) {
-      void* ptr = it->second.back();
-      it->second.pop_back();
-      cached_bytes_ -= rounded;
-      mid_bytes_ -= rounded;
-      return ptr;
-    }
-  }
+  if (size >= kMidBuffer)
+    if (void* ptr = TakeKept(rounded, true)) return ptr;
   return std::aligned_alloc(64, rounded);
 }
 
@@ -301,33 +310,10 @@ void CppCPU::Free(void* ptr, size_t size) {
   if (size >= kLargeBuffer) {
     const size_t rounded = RoundLarge(size + kColours * kColourStep);
     void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) & ~(kHugePage - 1));
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cached_bytes_ + rounded <= kCacheLimit) {
-      // Free runs in ~Block, so nothing may escape: if the cache cannot
-      // grow to hold the buffer, the buffer is released instead.
-      try {
-        cache_[rounded].push_back(base);
-        cached_bytes_ += rounded;
-        return;
-      } catch (...) {
-      }
-    }
-    std::free(base);
+    if (!Keep(base, rounded, false)) std::free(base);
     return;
   }
-  if (size >= kMidBuffer) {
-    const size_t rounded = RoundMid(size);
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (mid_bytes_ + rounded <= kMidLimit) {
-      try {
-        cache_[rounded].push_back(ptr);
-        cached_bytes_ += rounded;
-        mid_bytes_ += rounded;
-        return;
-      } catch (...) {
-      }
-    }
-  }
+  if (size >= kMidBuffer && Keep(ptr, RoundMid(size), true)) return;
   std::free(ptr);
 }
 
