@@ -124,30 +124,49 @@ int64_t USlice(int K, int C) {
   return int64_t((K + kR - 1) / kR) * C * kR + kSlicePad;
 }
 
+// x[e] = tap e of the 3x3 kernel at taps[l] in lane l (tap 8 - e when
+// flipped), from three pieces of four taps a kernel: 0-3, 4-7 and 5-8 (when
+// flipped 5-8, 1-4 and 0-3, whose transposed columns come out reversed).
+// Against taps gathered one by one into a buffer and loaded back as
+// vectors, with U's rows also stored as they are made (RowBlockWeights),
+// ResNet-18's 512@4 layer at batch 32 took 0.89-0.92x the time (forward
+// and data gradient, 1 and 2 threads) and 0.94-0.96x with the AVX2
+// kernels, its 256@8 layer 0.95-0.97x; in its training step the weight
+// transform went from about 3.8% of the time to 2.8% (Zen 5, alternating
+// call by call; perf at one thread).
+inline void TapVectors(const float* const* taps, bool flip, Vec* x) {
+  Vec q[4], col[4];
+  const int off[3] = {flip ? 5 : 0, flip ? 1 : 4, flip ? 0 : 5};
+  for (int piece = 0; piece < 3; ++piece) {
+    for (int k = 0; k < 4; ++k) q[k] = QuadsOf(taps, k, off[piece]);
+    Transpose4(q, col);
+    if (piece < 2)
+      for (int e = 0; e < 4; ++e) x[4 * piece + e] = col[flip ? 3 - e : e];
+    else
+      x[8] = col[flip ? 0 : 3];
+  }
+}
+
 // Row block kb of U: dst[xi * slice + c * R + r] for k = kb * R + r and
 // each of the A * A transform positions xi.
 // Lanes are consecutive (c, r) pairs, which are also consecutive in U:
-// their kernels are gathered, transformed together, and each transform
-// position is stored as one vector. The taps of kPairs pairs are gathered
-// into g one by one before any vector of them is loaded back: a vector load
-// that covers several scalar stores still in flight cannot take its data
-// from them and waits until they reach the cache. Gathering one vector's
-// lanes at a time took 1.03-1.10x the time of a 512-channel 4x4 layer's
-// forward and data gradient at batch 32 (AVX2 EPYC, one thread).
+// their kernels are read as pieces of four taps and transposed into one
+// vector per tap (TapVectors), transformed together, and each transform
+// position is stored as one vector.
 template <int T>
 void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
                      float* dst, int64_t slice) {
   using Tl = Tiling<T>;
-  constexpr int A = Tl::kA, AA = A * A;
+  constexpr int A = Tl::kA;
   constexpr int kPairs = 8 * kVW;
+  alignas(64) static const float kNoTaps[12] = {};
   const int pairs = C * kR;
-  alignas(64) float g[9][kPairs];
   for (int p0 = 0; p0 < pairs; p0 += kPairs) {
     const int np = std::min(kPairs, pairs - p0);
     const int padded = (np + kVW - 1) / kVW * kVW;
     // The next group's taps are fetched first: they lie in kR rows of w
     // (columns when flipped) that training has just rewritten, and the
-    // scalar gather below otherwise waits on each. ResNet-18's batch-32
+    // gather below otherwise waits on each. ResNet-18's batch-32
     // training step took 0.95x the time at one thread and 0.96x at two, its
     // 512-channel 4x4 layer's forward and data gradient 0.90-0.93x (Zen 5,
     // alternating call by call).
@@ -166,29 +185,26 @@ void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
         for (int k = k0; k < k1; ++k)
           fetch(w + (int64_t(k) * C + c0) * 9, int64_t(c1 - c0) * 9);
     }
-    for (int p = 0; p < padded; ++p) {
-      const int c = (p0 + p) / kR, k = kb * kR + (p0 + p) % kR;
-      if (p >= np || k >= K) {
-        for (int e = 0; e < 9; ++e) g[e][p] = 0.f;
-      } else if (flip) {
-        const float* src = w + (int64_t(c) * K + k) * 9;
-        for (int e = 0; e < 9; ++e) g[e][p] = src[8 - e];
-      } else {
-        const float* src = w + (int64_t(k) * C + c) * 9;
-        for (int e = 0; e < 9; ++e) g[e][p] = src[e];
-      }
-    }
     for (int v = 0; v < padded; v += kVW) {
       const int e0 = p0 + v, lanes = std::min(kVW, np - v);
-      Vec x[9], t[3 * A], u[AA];
-      for (int e = 0; e < 9; ++e) x[e] = Load(&g[e][v]);
+      const float* taps[kVW];
+      for (int l = 0, c = e0 / kR, r = e0 % kR; l < kVW; ++l) {
+        const int k = kb * kR + r;
+        taps[l] = l >= lanes || k >= K ? kNoTaps
+                  : flip               ? w + (int64_t(c) * K + k) * 9
+                                       : w + (int64_t(k) * C + c) * 9;
+        if (++r == kR) r = 0, ++c;
+      }
+      Vec x[9], t[3 * A];
+      TapVectors(taps, flip, x);
       for (int jj = 0; jj < 3; ++jj) Tl::Weight(x + jj, 3, t + jj, 3);
-      for (int i = 0; i < A; ++i) Tl::Weight(t + 3 * i, 1, u + A * i, 1);
-      if (lanes == kVW) {
-        for (int xi = 0; xi < AA; ++xi) Store(dst + xi * slice + e0, u[xi]);
-      } else {
-        for (int xi = 0; xi < AA; ++xi)
-          for (int l = 0; l < lanes; ++l) dst[xi * slice + e0 + l] = u[xi][l];
+      // Row by row, each stored as it is made: the whole of U's A * A
+      // vectors would not fit in the registers.
+      for (int i = 0; i < A; ++i) {
+        Vec u[A];
+        Tl::Weight(t + 3 * i, 1, u, 1);
+        float* d = dst + A * i * slice + e0;
+        for (int jj = 0; jj < A; ++jj) StoreFirst(d + jj * slice, u[jj], lanes);
       }
     }
   }

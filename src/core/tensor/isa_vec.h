@@ -124,6 +124,68 @@ inline void StoreFirst(float* p, Vec v, int n) {
 }
 #endif
 
+// Pieces of four floats and their transpose, for rows of records that lie
+// anywhere: QuadsOf(p, k, off) is the vector whose 128-bit block b holds
+// the four floats at p[4 * b + k] + off; Transpose4 turns the four vectors
+// for k = 0..3 into columns, lane 4 * b + k of column e holding element e
+// of p[4 * b + k]'s piece. In-lane unpacks and shuffles rather than the
+// scalar moves of a plain gather, which take a load and a store a float.
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512DQ__)
+inline Vec QuadsOf(const float* const* p, int k, int off) {
+  const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p[k] + off)),
+                                         _mm_loadu_ps(p[4 + k] + off), 1);
+  const __m256 hi = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p[8 + k] + off)),
+                                         _mm_loadu_ps(p[12 + k] + off), 1);
+  return Vec(_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
+}
+// Written as shuffles of the vector type: GCC 12's _mm512_unpacklo_ps and
+// _mm512_shuffle_ps warn of an uninitialised operand where they inline.
+inline void Transpose4(const Vec* v, Vec* col) {
+  const Vec t0 = __builtin_shufflevector(v[0], v[1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9,
+                                         25, 12, 28, 13, 29);
+  const Vec t1 = __builtin_shufflevector(v[0], v[1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11,
+                                         27, 14, 30, 15, 31);
+  const Vec t2 = __builtin_shufflevector(v[2], v[3], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9,
+                                         25, 12, 28, 13, 29);
+  const Vec t3 = __builtin_shufflevector(v[2], v[3], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11,
+                                         27, 14, 30, 15, 31);
+  col[0] = __builtin_shufflevector(t0, t2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13,
+                                   28, 29);
+  col[1] = __builtin_shufflevector(t0, t2, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14,
+                                   15, 30, 31);
+  col[2] = __builtin_shufflevector(t1, t3, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13,
+                                   28, 29);
+  col[3] = __builtin_shufflevector(t1, t3, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14,
+                                   15, 30, 31);
+}
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX__)
+inline Vec QuadsOf(const float* const* p, int k, int off) {
+  return LoadHalves(p[k] + off, p[4 + k] + off);
+}
+inline void Transpose4(const Vec* v, Vec* col) {
+  const __m256 t0 = _mm256_unpacklo_ps(__m256(v[0]), __m256(v[1]));
+  const __m256 t1 = _mm256_unpackhi_ps(__m256(v[0]), __m256(v[1]));
+  const __m256 t2 = _mm256_unpacklo_ps(__m256(v[2]), __m256(v[3]));
+  const __m256 t3 = _mm256_unpackhi_ps(__m256(v[2]), __m256(v[3]));
+  col[0] = Vec(_mm256_shuffle_ps(t0, t2, 0x44));
+  col[1] = Vec(_mm256_shuffle_ps(t0, t2, 0xEE));
+  col[2] = Vec(_mm256_shuffle_ps(t1, t3, 0x44));
+  col[3] = Vec(_mm256_shuffle_ps(t1, t3, 0xEE));
+}
+#else
+inline Vec QuadsOf(const float* const* p, int k, int off) {
+  Vec v;
+  for (int b = 0; b < kVW / 4; ++b)
+    for (int e = 0; e < 4; ++e) v[4 * b + e] = p[4 * b + k][off + e];
+  return v;
+}
+inline void Transpose4(const Vec* v, Vec* col) {
+  for (int b = 0; b < kVW / 4; ++b)
+    for (int k = 0; k < 4; ++k)
+      for (int e = 0; e < 4; ++e) col[e][4 * b + k] = v[k][4 * b + e];
+}
+#endif
+
 // a * b + c as one instruction where there is one. Written out, the
 // compiler (allowed to reassociate here) regroups a tile's sums into trees
 // whose partial sums no longer fit in the registers.
