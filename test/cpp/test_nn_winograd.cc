@@ -116,6 +116,13 @@ void TestWinogradCases() {
              CP(2, 9, 7, 40, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
     TestConv("wino wider rows" + th,
              CP(1, 6, 9, 61, 7, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1), false);
+    // Panels the row windows do not take, built lane by lane with
+    // AVX-512: more than 8 window rows in a vector (a tile or two per
+    // image), and planes over 64 floats wide.
+    TestConv("wino many small planes" + th,
+             CP(20, 5, 3, 4, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), false);
+    TestConv("wino widest rows" + th,
+             CP(1, 5, 6, 70, 7, 3, 3, 1, 1, 1, 2, 0, 1, 1, 1, 1), false);
   }
   omp_set_num_threads(saved);
   SetWinogradTile(0);

@@ -2,10 +2,10 @@
 // input channel, the (T + 2) x (T + 2) inputs of each tile, lane-major
 // (lane l of d[e] holds input e of tile l's window, zero outside the
 // plane), which winograd_isa.cc's input transform reads as vectors.
-// Gather moves them float by float and serves every case; FastWindows
-// builds them with vectors where the ISA allows: RowWindows from whole
-// rows of the plane with AVX-512, LaneWindows from four-float pieces with
-// AVX2. Included by winograd_isa.cc only, inside its family's namespace.
+// Gather moves them float by float (the baseline family); FastWindows
+// builds them with vectors: with AVX-512 RowWindows from whole rows of the
+// plane where a panel qualifies, else LaneWindows from four-float pieces,
+// which AVX2 uses for every panel. Included by winograd_isa.cc only.
 #ifndef SINGA_SRC_CORE_NN_WINOGRAD_WINDOWS_H_
 #define SINGA_SRC_CORE_NN_WINOGRAD_WINDOWS_H_
 
@@ -218,26 +218,43 @@ class RowWindows {
   int nv_ = 0;
   Part parts_[kNV];
 };
-template <int A>
-using FastWindows = RowWindows<A>;
-#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
-// The windows of a panel's tiles with AVX2, lane by lane: each window row
-// is read as four-float pieces (columns 0-3, and 2-5 when A is 6) by
-// masked loads, which read nothing outside the plane and give zeros there,
-// and the pieces of lanes k and k + 4 (k < 4) share a register, so one
-// in-lane 4x4 transpose turns four registers into four window columns of a
-// vector. Tiles may lie anywhere: unlike RowWindows no grouping by row is
-// needed, and AVX2's one-register permutes would make that no cheaper
-// than Gather. Where the input is over kFetchAheadBytes, the rows of the
-// channel kAheadChannels on are fetched first (at batch 32 the 64@32 and
-// 128@16 layers then took 0.89-0.95x the time; at batch 1, whose input
-// stays in cache, the fetches cost 1-4%). Measured on Zen 5 with the AVX2
-// kernels, alternating call by call against Gather:
-//   ResNet-18, batch 32 forward and dx   64@32 0.79-0.83x (1 and 2
-//                                        threads), 128@16 0.92-0.94x,
-//                                        256@8 0.97-1.00x
-//   batch 1 forward and dx               0.83-0.96x
-//   its training step (batch 32)         0.97x at 1 and 2 threads
+#endif
+
+#if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
+// A piece of four floats at p, zero in the lanes whose bit in the mask is
+// clear (those are not read, so they may lie outside the buffer).
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+using PieceMask = __mmask8;
+inline PieceMask PieceMaskOf(unsigned bits) { return PieceMask(bits); }
+inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskz_loadu_ps(m, p); }
+#else
+using PieceMask = __m128i;
+inline PieceMask PieceMaskOf(unsigned bits) {
+  const __m128i bit = _mm_setr_epi32(1, 2, 4, 8);
+  return _mm_cmpeq_epi32(_mm_and_si128(_mm_set1_epi32(int(bits)), bit), bit);
+}
+inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskload_ps(p, m); }
+#endif
+
+// The windows of a panel's tiles lane by lane, with AVX2 and for the
+// panels RowWindows does not take with AVX-512: each window row is read as
+// four-float pieces (columns 0-3, and 2-5 when A is 6) by masked loads,
+// which read nothing outside the plane and give zeros there, and the
+// pieces of lanes k, k + 4, ... (k < 4) share a register, so one in-lane
+// 4x4 transpose turns four registers into four window columns of a vector.
+// Tiles may lie anywhere: no grouping by row is needed, which AVX2's
+// one-register permutes would make no cheaper than Gather. Where the input
+// is over kFetchAheadBytes, the rows of the channel kAheadChannels on are
+// fetched first (at batch 32 the 64@32 and 128@16 layers then took
+// 0.89-0.95x the time; at batch 1, whose input stays in cache, the fetches
+// cost 1-4%). Measured on Zen 5, alternating call by call against Gather:
+//   AVX2 kernels, ResNet-18      batch 32 forward and dx: 64@32 0.79-0.89x
+//                                (1 and 2 threads), 128@16 0.92-0.94x,
+//                                256@8 0.97-1.00x; batch 1 0.83-0.96x;
+//                                its training step 0.97x
+//   AVX-512 kernels              512@4 at batch 32 and 64 (16 window rows
+//                                a vector) 0.98-1.0x; 112x112 planes at
+//                                batch 8, 64 channels, 0.87-0.90x
 template <int A>
 class LaneWindows {
  public:
@@ -251,19 +268,21 @@ class LaneWindows {
         run_[runs_++] = Run{o.img, o.y0, o.x0, o.x0};
       run_[runs_ - 1].x1 = o.x0;
     }
-    const __m128i quad = _mm_setr_epi32(0, 1, 2, 3);
-    const __m128i before = _mm_set1_epi32(-1), width = _mm_set1_epi32(j.sw);
+    const PieceMask none = PieceMaskOf(0);
     for (int l = 0; l < nv * kVW; ++l) {
       off_[l] = 0;
       for (int i = 0; i < A; ++i)
-        for (int p = 0; p < kPieces; ++p) mask_[l][i][p] = _mm_setzero_si128();
+        for (int p = 0; p < kPieces; ++p) mask_[l][i][p] = none;
       if (l >= lanes) continue;
       const TileOrigin& o = org[l];
       off_[l] = o.img + int64_t(o.y0) * j.sw + o.x0;
       for (int p = 0; p < kPieces; ++p) {
-        const __m128i x = _mm_add_epi32(_mm_set1_epi32(o.x0 + 2 * p), quad);
-        const __m128i in =
-            _mm_and_si128(_mm_cmpgt_epi32(x, before), _mm_cmpgt_epi32(width, x));
+        unsigned bits = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int x = o.x0 + 2 * p + e;
+          if (x >= 0 && x < j.sw) bits |= 1u << e;
+        }
+        const PieceMask in = PieceMaskOf(bits);
         for (int i = 0; i < A; ++i)
           if (o.y0 + i >= 0 && o.y0 + i < j.sh) mask_[l][i][p] = in;
       }
@@ -292,25 +311,18 @@ class LaneWindows {
       for (int i = 0; i < A; ++i) {
         const int64_t row = int64_t(i) * j.sw;
         for (int p = 0; p < kPieces; ++p) {
-          __m256 v[4];
+          Vec v[4], col[4];
           for (int k = 0; k < 4; ++k) {
-            const int lo = q * kVW + k, hi = lo + 4;
-            v[k] = _mm256_insertf128_ps(
-                _mm256_castps128_ps256(
-                    _mm_maskload_ps(src + off_[lo] + row + 2 * p, mask_[lo][i][p])),
-                _mm_maskload_ps(src + off_[hi] + row + 2 * p, mask_[hi][i][p]), 1);
+            __m128 piece[kVW / 4];
+            for (int b = 0; b < kVW / 4; ++b) {
+              const int l = q * kVW + 4 * b + k;
+              piece[b] = LoadPiece(src + off_[l] + row + 2 * p, mask_[l][i][p]);
+            }
+            v[k] = JoinQuads(piece);
           }
-          // t0 and t2: elements 0 and 1 of lanes 0, 1 and of lanes 2, 3
-          // (4, 5 and 6, 7 above); t1 and t3: their elements 2 and 3.
-          const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-          const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-          float* col = &d[i * A + 2 * p][q * kVW];
-          if (p == 0) {
-            _mm256_store_ps(col, _mm256_shuffle_ps(t0, t2, 0x44));
-            _mm256_store_ps(col + kPW, _mm256_shuffle_ps(t0, t2, 0xEE));
-          }
-          _mm256_store_ps(col + 2 * kPW, _mm256_shuffle_ps(t1, t3, 0x44));
-          _mm256_store_ps(col + 3 * kPW, _mm256_shuffle_ps(t1, t3, 0xEE));
+          Transpose4(v, col);
+          float* out = &d[i * A + 2 * p][q * kVW];
+          for (int e = 2 * p; e < 4; ++e) Store(out + e * kPW, col[e]);
         }
       }
   }
@@ -329,10 +341,35 @@ class LaneWindows {
   Run run_[kPW];
   int nv_ = 0;
   int64_t off_[kPW];               // each lane's window origin in a plane
-  __m128i mask_[kPW][A][kPieces];  // the piece's columns inside the plane
+  PieceMask mask_[kPW][A][kPieces];  // the piece's columns inside the plane
+};
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+// With AVX-512: from rows where the panel qualifies, else lane by lane.
+template <int A>
+class RowsOrLanes {
+ public:
+  bool Build(const WinoJob& j, const TileOrigin* org, int lanes, int nv) {
+    by_rows_ = rows_.Build(j, org, lanes, nv);
+    return by_rows_ || lanes_.Build(j, org, lanes, nv);
+  }
+  void Windows(const WinoJob& j, int c, float (*d)[kPW]) const {
+    if (by_rows_)
+      rows_.Windows(j, c, d);
+    else
+      lanes_.Windows(j, c, d);
+  }
+
+ private:
+  RowWindows<A> rows_;
+  LaneWindows<A> lanes_;
+  bool by_rows_ = false;
 };
 template <int A>
+using FastWindows = RowsOrLanes<A>;
+#else
+template <int A>
 using FastWindows = LaneWindows<A>;
+#endif
 #else
 // Without AVX2 the windows are gathered tile by tile.
 template <int A>

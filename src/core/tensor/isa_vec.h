@@ -130,13 +130,17 @@ inline void StoreFirst(float* p, Vec v, int n) {
 // for k = 0..3 into columns, lane 4 * b + k of column e holding element e
 // of p[4 * b + k]'s piece. In-lane unpacks and shuffles rather than the
 // scalar moves of a plain gather, which take a load and a store a float.
+// JoinQuads(q) is the vector whose 128-bit block b is q[b].
 #if SINGA_ISA_LEVEL >= 2 && defined(__AVX512DQ__)
-inline Vec QuadsOf(const float* const* p, int k, int off) {
-  const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p[k] + off)),
-                                         _mm_loadu_ps(p[4 + k] + off), 1);
-  const __m256 hi = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p[8 + k] + off)),
-                                         _mm_loadu_ps(p[12 + k] + off), 1);
+inline Vec JoinQuads(const __m128* q) {
+  const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(q[0]), q[1], 1);
+  const __m256 hi = _mm256_insertf128_ps(_mm256_castps128_ps256(q[2]), q[3], 1);
   return Vec(_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
+}
+inline Vec QuadsOf(const float* const* p, int k, int off) {
+  const __m128 q[4] = {_mm_loadu_ps(p[k] + off), _mm_loadu_ps(p[4 + k] + off),
+                       _mm_loadu_ps(p[8 + k] + off), _mm_loadu_ps(p[12 + k] + off)};
+  return JoinQuads(q);
 }
 // Written as shuffles of the vector type: GCC 12's _mm512_unpacklo_ps and
 // _mm512_shuffle_ps warn of an uninitialised operand where they inline.
@@ -159,6 +163,9 @@ inline void Transpose4(const Vec* v, Vec* col) {
                                    15, 30, 31);
 }
 #elif SINGA_ISA_LEVEL == 1 && defined(__AVX__)
+inline Vec JoinQuads(const __m128* q) {
+  return Vec(_mm256_insertf128_ps(_mm256_castps128_ps256(q[0]), q[1], 1));
+}
 inline Vec QuadsOf(const float* const* p, int k, int off) {
   return LoadHalves(p[k] + off, p[4 + k] + off);
 }
@@ -173,6 +180,13 @@ inline void Transpose4(const Vec* v, Vec* col) {
   col[3] = Vec(_mm256_shuffle_ps(t1, t3, 0xEE));
 }
 #else
+#if defined(__SSE__)
+inline Vec JoinQuads(const __m128* q) {
+  Vec v;
+  std::memcpy(&v, q, sizeof v);
+  return v;
+}
+#endif
 inline Vec QuadsOf(const float* const* p, int k, int off) {
   Vec v;
   for (int b = 0; b < kVW / 4; ++b)
