@@ -194,9 +194,11 @@ inline Vec QuadsOf(const float* const* p, int k, int off) {
   return v;
 }
 inline void Transpose4(const Vec* v, Vec* col) {
+  float t[4][kVW];
   for (int b = 0; b < kVW / 4; ++b)
     for (int k = 0; k < 4; ++k)
-      for (int e = 0; e < 4; ++e) col[e][4 * b + k] = v[k][4 * b + e];
+      for (int e = 0; e < 4; ++e) t[e][4 * b + k] = v[k][4 * b + e];
+  for (int e = 0; e < 4; ++e) col[e] = Load(t[e]);
 }
 #endif
 
