@@ -2,7 +2,7 @@
 inference comparisons of issue 12.
 
     PYTHONPATH=python python bench/conv.py [--threads 1 2] [--rounds 3]
-        [--skip layers steps inference] [--quick]
+        [--skip layers steps inference] [--quick] [--avx2]
 
 Prints, for each thread count:
   1. the CPU (model, ISA flags, the kernel family singa runs) with its
@@ -68,6 +68,12 @@ BN_LAYERS = [
     ("r18 bn 256@8", (64, 256, 8, 8)),
 ]
 INFER_BATCHES = (1, 32)
+# --avx2: the environment that holds singa, PyTorch (ATen, oneDNN, MKL) and
+# OpenBLAS to their AVX2 kernels, to check an AVX2 host's standing on an
+# AVX-512 one (doc/performance.md). onnxruntime has no such switch.
+AVX2_ENV = {"SINGA_CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "OPENBLAS_CORETYPE": "Haswell"}
 # A copy of this many floats (64 MiB, twice the largest L3 seen here) gives
 # the memory bandwidth at the start and end of each layer run.
 MEMORY_FLOATS = 16 << 20
@@ -466,8 +472,16 @@ def main(argv=None):
     ap.add_argument("--skip", nargs="*", default=[], choices=["layers", "steps", "inference"])
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with process CPU time (1-thread figures on a busy machine)")
+    ap.add_argument("--avx2", action="store_true",
+                    help="hold singa, PyTorch and OpenBLAS to AVX2 kernels (onnxruntime "
+                         "cannot be held)")
     args = ap.parse_args(argv)
     _harness.use_cpu_time(args.cpu_time)
+    if args.avx2:
+        # every side runs in a child process, which inherits this environment
+        os.environ.update(AVX2_ENV)
+        print("held to AVX2 kernels: " + " ".join(f"{k}={v}" for k, v in AVX2_ENV.items()) +
+              " (onnxruntime cannot be held: its inference figures are its own ISA's)")
     model, isa = cpu_description()
     print(f"CPU: {model}; {os.cpu_count()} logical CPU(s); ISA flags: {' '.join(isa)}; "
           f"singa kernels: {_singa_isa()}")
