@@ -173,16 +173,12 @@ void RowBlockWeights(const float* w, int K, int C, bool flip, int kb,
       const int c0 = (p0 + kPairs) / kR;
       const int c1 = std::min(C, (p0 + 2 * kPairs + kR - 1) / kR);
       const int k0 = kb * kR, k1 = std::min(K, k0 + kR);
-      auto fetch = [](const float* a, int64_t n) {
-        for (int64_t f = 0; f < n; f += 16) PrefetchL1(a + f);
-        PrefetchL1(a + n - 1);
-      };
       if (flip)
         for (int c = c0; c < c1; ++c)
-          fetch(w + (int64_t(c) * K + k0) * 9, int64_t(k1 - k0) * 9);
+          PrefetchL1Span(w + (int64_t(c) * K + k0) * 9, int64_t(k1 - k0) * 9);
       else
         for (int k = k0; k < k1; ++k)
-          fetch(w + (int64_t(k) * C + c0) * 9, int64_t(c1 - c0) * 9);
+          PrefetchL1Span(w + (int64_t(k) * C + c0) * 9, int64_t(c1 - c0) * 9);
     }
     for (int v = 0; v < padded; v += kVW) {
       const int e0 = p0 + v, lanes = std::min(kVW, np - v);

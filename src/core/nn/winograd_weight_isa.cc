@@ -140,8 +140,7 @@ void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
         const int y = y0 + i;
         if (y < 0 || y >= h) continue;
         const float* r = src + c * cstride + int64_t(y) * w + x0;
-        for (int col = lo; col < hi; col += 16) PrefetchL1(r + col);
-        PrefetchL1(r + hi - 1);
+        PrefetchL1Span(r + lo, hi - lo);
       }
   for (int i = 0; i < rows; ++i) {
     const int y = y0 + i;

@@ -303,8 +303,7 @@ class LaneWindows {
           const int y = run.y0 + i;
           if (y < 0 || y >= j.sh) continue;
           const float* row = src + kAheadChannels * plane + run.img + int64_t(y) * j.sw;
-          for (int x = x0; x < x1; x += 16) PrefetchL1(row + x);
-          PrefetchL1(row + x1 - 1);
+          PrefetchL1Span(row + x0, x1 - x0);
         }
       }
     for (int q = 0; q < nv_; ++q)

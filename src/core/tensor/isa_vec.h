@@ -266,6 +266,13 @@ inline void PrefetchL1(const void* p) {
 #endif
 }
 
+// Fetches the cache lines of [p, p + n) into L1, for n > 0: every 16th
+// float and the last, so a span that starts mid-line still gets its end.
+inline void PrefetchL1Span(const float* p, int64_t n) {
+  for (int64_t f = 0; f < n; f += 16) PrefetchL1(p + f);
+  PrefetchL1(p + n - 1);
+}
+
 // Fetches share `part` of `parts` of the cache lines of [p, p + floats)
 // into L2, for data the next piece of work reads from memory.
 inline void PrefetchL2Part(const float* p, int64_t floats, int part, int parts) {
