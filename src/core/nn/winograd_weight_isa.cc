@@ -122,13 +122,21 @@ inline void Transpose(Vec* r) {
 // Copies `rows` rows of channels [c0, c0 + kVW) of image plane `src`
 // (rows y0.., columns x0.. for `cols` columns) into s[row][col][lane], zero
 // outside the plane and for channels at or past `chans`. Whole kVW x kVW
-// blocks inside the plane go through a register transpose. With `ahead`
-// (an array over kFetchAheadBytes, conv_engine.h), the same rows of the
-// next kVW channels, which the next call gathers, are fetched first: the weight gradients of ResNet-18's 3x3 stride-1 layers
-// at batch 32 and 64 (x and dy of 4 to 16 MiB) then took 0.92-0.98x the
-// time at one thread and 0.83-0.96x at two with AVX-512, 0.89-0.97x with
-// the AVX2 kernels; at batch 8 (2 MiB, mostly still in cache) it cost
-// 3-7% (Zen 5, alternating call by call).
+// blocks inside the plane go through a register transpose, the rest of a
+// row (planes narrower than a vector, or not a multiple of one) through
+// pieces of four columns and an in-lane transpose (PieceColumns), and the
+// zeros are stored a vector at a time. Against a float-by-float copy of
+// those columns and zeros the weight gradients of ResNet-18's 3x3 layers
+// at batch 32 and 64 took 0.92-0.99x the time at one thread and
+// 0.85-0.95x at two with AVX-512, 0.95-1.01x with the AVX2 kernels (Zen 5,
+// alternating call by call). With `ahead` (an array over
+// kFetchAheadBytes, conv_engine.h), the same rows of the next kVW
+// channels, which the next call gathers, are fetched first: the weight
+// gradients of ResNet-18's 3x3 stride-1 layers at batch 32 and 64 (x and
+// dy of 4 to 16 MiB) then took 0.92-0.98x the time at one thread and
+// 0.83-0.96x at two with AVX-512, 0.89-0.97x with the AVX2 kernels; at
+// batch 8 (2 MiB, mostly still in cache) it cost 3-7% (Zen 5, alternating
+// call by call).
 void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
                 int c0, int y0, int rows, int x0, int cols, bool ahead,
                 float* s) {
@@ -142,33 +150,49 @@ void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
         const float* r = src + c * cstride + int64_t(y) * w + x0;
         PrefetchL1Span(r + lo, hi - lo);
       }
+  const Vec zero{};
   for (int i = 0; i < rows; ++i) {
     const int y = y0 + i;
     float* row = s + int64_t(i) * cols * kVW;
-    int done = lo;  // columns [lo, done) copied by blocks
-    if (full && y >= 0 && y < h) {
-      const float* r = src + c0 * cstride + int64_t(y) * w + x0;
-      for (; done + kVW <= hi; done += kVW) {
-        Vec b[kVW];
-#pragma GCC unroll 16
-        for (int l = 0; l < kVW; ++l) b[l] = Load(r + l * cstride + done);
-        Transpose(b);
-#pragma GCC unroll 16
-        for (int j = 0; j < kVW; ++j) Store(row + (done + j) * kVW, b[j]);
+    const bool inside = y >= 0 && y < h;
+    for (int col = 0; col < cols; ++col)
+      if (!inside || col < lo || col >= hi) Store(row + col * kVW, zero);
+    if (!inside) continue;
+    const float* r = src + c0 * cstride + int64_t(y) * w + x0;
+    if (!full) {
+      for (int lane = 0; lane < kVW; ++lane) {
+        float* d = row + lane;
+        const int c = c0 + lane;
+        for (int col = lo; col < hi; ++col)
+          d[col * kVW] = c < chans ? r[(c - c0) * cstride + col] : 0.f;
       }
+      continue;
     }
-    for (int lane = 0; lane < kVW; ++lane) {
-      float* d = row + lane;
-      const int c = c0 + lane;
-      if (c >= chans || y < 0 || y >= h) {
-        for (int col = 0; col < cols; ++col) d[col * kVW] = 0.f;
-        continue;
-      }
-      const float* r = src + c * cstride + int64_t(y) * w + x0;
-      for (int col = 0; col < lo; ++col) d[col * kVW] = 0.f;
-      for (int col = done; col < hi; ++col) d[col * kVW] = r[col];
-      for (int col = hi; col < cols; ++col) d[col * kVW] = 0.f;
+    int done = lo;
+    for (; done + kVW <= hi; done += kVW) {
+      Vec b[kVW];
+#pragma GCC unroll 16
+      for (int l = 0; l < kVW; ++l) b[l] = Load(r + l * cstride + done);
+      Transpose(b);
+#pragma GCC unroll 16
+      for (int j = 0; j < kVW; ++j) Store(row + (done + j) * kVW, b[j]);
     }
+#if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
+    for (; done < hi; done += 4) {
+      const int m = std::min(4, hi - done);
+      Vec col[4];
+      PieceColumns(r + done, cstride, m, col);
+      for (int e = 0; e < m; ++e) Store(row + (done + e) * kVW, col[e]);
+    }
+#else
+    if (done < hi) {
+      const int m = hi - done;
+      Vec b[kVW];
+      for (int l = 0; l < kVW; ++l) b[l] = LoadFirst(r + l * cstride + done, m);
+      Transpose(b);
+      for (int j = 0; j < m; ++j) Store(row + (done + j) * kVW, b[j]);
+    }
+#endif
   }
 }
 

@@ -221,21 +221,6 @@ class RowWindows {
 #endif
 
 #if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
-// A piece of four floats at p, zero in the lanes whose bit in the mask is
-// clear (those are not read, so they may lie outside the buffer).
-#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
-using PieceMask = __mmask8;
-inline PieceMask PieceMaskOf(unsigned bits) { return PieceMask(bits); }
-inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskz_loadu_ps(m, p); }
-#else
-using PieceMask = __m128i;
-inline PieceMask PieceMaskOf(unsigned bits) {
-  const __m128i bit = _mm_setr_epi32(1, 2, 4, 8);
-  return _mm_cmpeq_epi32(_mm_and_si128(_mm_set1_epi32(int(bits)), bit), bit);
-}
-inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskload_ps(p, m); }
-#endif
-
 // The windows of a panel's tiles lane by lane, with AVX2 and for the
 // panels RowWindows does not take with AVX-512: each window row is read as
 // four-float pieces (columns 0-3, and 2-5 when A is 6) by masked loads,

@@ -202,6 +202,37 @@ inline void Transpose4(const Vec* v, Vec* col) {
 }
 #endif
 
+#if SINGA_ISA_LEVEL >= 1 && defined(__AVX2__)
+// A piece of four floats at p, zero in the lanes whose bit in the mask is
+// clear (those are not read, so they may lie outside the buffer).
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+using PieceMask = __mmask8;
+inline PieceMask PieceMaskOf(unsigned bits) { return PieceMask(bits); }
+inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskz_loadu_ps(m, p); }
+#else
+using PieceMask = __m128i;
+inline PieceMask PieceMaskOf(unsigned bits) {
+  const __m128i bit = _mm_setr_epi32(1, 2, 4, 8);
+  return _mm_cmpeq_epi32(_mm_and_si128(_mm_set1_epi32(int(bits)), bit), bit);
+}
+inline __m128 LoadPiece(const float* p, PieceMask m) { return _mm_maskload_ps(p, m); }
+#endif
+
+// Columns [0, n) (n <= 4) of kVW records lying `stride` floats apart from
+// p: col[e] lane l holds p[l * stride + e]. Nothing at or past column n is
+// read.
+inline void PieceColumns(const float* p, int64_t stride, int n, Vec* col) {
+  const PieceMask m = PieceMaskOf((1u << n) - 1u);
+  Vec v[4];
+  for (int k = 0; k < 4; ++k) {
+    __m128 q[kVW / 4];
+    for (int b = 0; b < kVW / 4; ++b) q[b] = LoadPiece(p + (4 * b + k) * stride, m);
+    v[k] = JoinQuads(q);
+  }
+  Transpose4(v, col);
+}
+#endif
+
 // a * b + c as one instruction where there is one. Written out, the
 // compiler (allowed to reassociate here) regroups a tile's sums into trees
 // whose partial sums no longer fit in the registers.
