@@ -539,6 +539,8 @@ struct NnScratch {
   Runs runs;
   Buffer<int> panel_run;    // first run of each panel, then the run count
   Buffer<int64_t> colofs;   // output offset (channel 0) of each column
+  Buffer<int> segs;         // first column of each run of adjacent outputs
+  Buffer<int> panel_seg;    // first such run of each panel, then the count
   Buffer<VecSpot> spots;    // kNnVecs per panel (channel-fastest scatter)
 };
 
