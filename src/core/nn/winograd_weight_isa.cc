@@ -8,7 +8,8 @@
 // fastest, so both transforms run on whole vectors of channels; then for
 // each position M[pos] (+)= Z[pos]^T V[pos], a product whose reduction runs
 // over the block's tiles. Blocks are sized by measurement (see
-// WinogradWeightGradient). Last, dw = A^T M A.
+// WinogradWeightGradient). Last, dw = A^T M A; where all the tiles fit one
+// block, each small block of M goes into dw as soon as it is made (Run).
 //
 // Each thread runs that loop on its own share: a range of tile rows (its
 // group, summed into the group's own copy of M) and a range of M's rows
@@ -44,6 +45,9 @@ constexpr int kMR = kVW == 16 ? 12 : 6;
 constexpr int kNR = 2 * kVW;
 // Below this many multiply-adds (direct count) a call runs on one thread.
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
+// Columns of M per block where M is made and transformed a block at a time
+// (see Run; a multiple of kNR in every family).
+constexpr int kFusedCols = 32;
 
 inline Vec Splat(float v) { return Vec{} + v; }
 
@@ -87,6 +91,14 @@ struct Plan {
   int64_t tb;    // tiles per block (the position planes' height)
   int groups;    // tile groups, each summing into its own copy of M
   float* m;      // M: [groups][positions][kp][cp]
+};
+
+// Where Output finds M[pos][k][c] for k >= k0 and c >= c0: at
+// m[(groups' copies) pos * plane + (k - k0) * ld + c - c0].
+struct Sums {
+  const float* m;
+  int64_t plane, ld;
+  int groups, k0, c0;
 };
 
 // Shuffle masks that interleave the low (kZipLo) or high (kZipHi) halves of
@@ -215,7 +227,8 @@ struct Tiles2 {
                     int c0, float* v, float* s);
   static void Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
                    int k0, float* zo, int64_t ldz, float* s);
-  static void Output(const Plan& pl, int k, int c0, float* dw);
+  static void Output(const Plan& pl, const Sums& sums, int k, int c0,
+                     float* dw);
 };
 struct Tiles4 {
   static constexpr int kOut = 4, kIn = 6, kPos = 36;
@@ -224,7 +237,8 @@ struct Tiles4 {
                     int c0, float* v, float* s);
   static void Grad(const Plan& pl, const float* dy, int64_t r, int64_t lt0,
                    int k0, float* zo, int64_t ldz, float* s);
-  static void Output(const Plan& pl, int k, int c0, float* dw);
+  static void Output(const Plan& pl, const Sums& sums, int k, int c0,
+                     float* dw);
 };
 
 // The x tiles of row r, kIn x kIn each at stride kOut, gathered for
@@ -431,12 +445,12 @@ void Panel(const float* __restrict z, int64_t ldz, const float* __restrict v,
 // Channel k's sums M[pos][k][c0 .. c0 + kVW) for every position, the tile
 // groups' partial sums added in group order.
 template <int kPos>
-void LoadSums(const Plan& pl, int k, int c0, Vec* m) {
-  const int64_t plane = int64_t(pl.kp) * pl.cp;
-  const float* src = pl.m + int64_t(k) * pl.cp + c0;
+void LoadSums(const Sums& sums, int k, int c0, Vec* m) {
+  const int64_t plane = sums.plane;
+  const float* src = sums.m + (k - sums.k0) * sums.ld + (c0 - sums.c0);
 #pragma GCC unroll 36
   for (int q = 0; q < kPos; ++q) m[q] = Load(src + q * plane);
-  for (int g = 1; g < pl.groups; ++g)
+  for (int g = 1; g < sums.groups; ++g)
 #pragma GCC unroll 36
     for (int q = 0; q < kPos; ++q) m[q] += Load(src + (kPos * g + q) * plane);
 }
@@ -452,9 +466,10 @@ inline void StoreDw(const Plan& pl, int k, int c0, const Vec* out, float* dw) {
     for (int e = 0; e < 9; ++e) d[lane * 9 + e] = o[e][lane];
 }
 
-void Tiles2::Output(const Plan& pl, int k, int c0, float* dw) {
+void Tiles2::Output(const Plan& pl, const Sums& sums, int k, int c0,
+                    float* dw) {
   Vec m[16], r[3][4], out[9];
-  LoadSums<16>(pl, k, c0, m);
+  LoadSums<16>(sums, k, c0, m);
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
     r[0][j] = m[j] + m[4 + j] + m[8 + j];
@@ -481,11 +496,12 @@ inline void OutputT6(const Vec* m, Vec* o) {
   o[2] = a + four * c + m[5];
 }
 
-void Tiles4::Output(const Plan& pl, int k, int c0, float* dw) {
+void Tiles4::Output(const Plan& pl, const Sums& sums, int k, int c0,
+                    float* dw) {
   static constexpr float kScale[6] = {1.f / 4, -1.f / 6, -1.f / 6,
                                       1.f / 24, 1.f / 24, 1.f};
   Vec m[36], r[3][6], out[9];
-  LoadSums<36>(pl, k, c0, m);
+  LoadSums<36>(sums, k, c0, m);
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i)
 #pragma GCC unroll 6
@@ -559,11 +575,24 @@ bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
   // M for every group, then each thread's V, Z and gathered rows.
   const int64_t vsz = kPos * pl.tb * pl.ldv, zsz = kPos * pl.tb * ldz;
   const int64_t gather = RoundUp(T::kIn * (T::kOut * pl.tx + 2) * kVW, 16);
-  const int64_t own = vsz + zsz + gather;
+  // With one group whose tiles fit one block, no element of M is summed
+  // over more than one pass: M is then made and turned into dw a row panel
+  // and kFusedCols columns at a time, in a buffer of each thread's that
+  // stays in cache, rather than written whole (kPos K C floats: 38 MB for
+  // 512 channels) and read back. ResNet-18's 512@4 weight gradient took
+  // 0.74x the time at one thread and 0.62x at two at batch 32, 0.91x and
+  // 0.93x at batch 64, 0.85x and 0.81x at batch 8 (AVX-512); 0.85-0.97x with
+  // the AVX2 kernels; 256@8 0.98-1.02x (Zen 5, alternating call by call).
+  // 64 columns were as fast at batch 32 and slower at 64 (0.91x against
+  // 0.87x at one thread), 128 and 256 slower still.
+  const bool fused = pl.groups == 1 && rows <= rb;
+  const int cb = fused ? std::min(pl.cp, kFusedCols) : 0;
+  const int64_t own = vsz + zsz + gather + (fused ? int64_t(kPos) * kMR * cb : 0);
+  const int64_t msz_all = fused ? 0 : pl.groups * msz;
   thread_local Scratch scratch;
-  float* buf = scratch.Get(size_t(pl.groups * msz + team * own));
+  float* buf = scratch.Get(size_t(msz_all + team * own));
   if (!buf) return false;
-  pl.m = buf;
+  pl.m = fused ? nullptr : buf;
 
   const int cchunks = pl.cp / kVW;
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -574,10 +603,11 @@ bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
     const int id = 0;
 #endif
     const int g = id / parts, part = id % parts;
-    float* const v = buf + pl.groups * msz + id * own;
+    float* const v = buf + msz_all + id * own;
     float* const z = v + vsz;
     float* const s = z + zsz;
-    float* const m = pl.m + g * msz;
+    float* const mloc = s + gather;
+    float* const m = fused ? nullptr : pl.m + g * msz;
     const int kb0 = std::min(kpanels, part * part_panels);
     const int kb1 = std::min(kpanels, kb0 + part_panels);
     const int k0 = kb0 * kMR, kchunks = int(CeilDiv((kb1 - kb0) * kMR, kVW));
@@ -592,6 +622,24 @@ bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
           T::Grad(pl, dy, r, lt0, k0 + ch * kVW, z + ch * kVW, ldz, s);
       }
       const int64_t tiles = (r1 - r0) * pl.tx;
+      if (fused) {
+        for (int cb0 = 0; cb0 < pl.cp; cb0 += cb) {
+          const int cb1 = std::min(pl.cp, cb0 + cb), cend = std::min(cb1, p.c);
+          for (int kb = kb0; kb < kb1; ++kb) {
+            for (int pos = 0; pos < kPos; ++pos) {
+              const float* zp = z + pos * pl.tb * ldz + (kb - kb0) * kMR;
+              const float* vp = v + pos * pl.tb * pl.ldv;
+              float* mp = mloc + pos * kMR * cb;
+              for (int c0 = cb0; c0 < cb1; c0 += kNR)
+                Panel<false>(zp, ldz, vp + c0, pl.ldv, tiles, mp + (c0 - cb0), cb);
+            }
+            const Sums sums{mloc, int64_t(kMR) * cb, cb, 1, kb * kMR, cb0};
+            for (int k = kb * kMR, k1 = std::min(p.oc, k + kMR); k < k1; ++k)
+              for (int c0 = cb0; c0 < cend; c0 += kVW) T::Output(pl, sums, k, c0, dw);
+          }
+        }
+        continue;
+      }
       const bool first = r0 == ra;
       for (int pos = 0; pos < kPos; ++pos)
         for (int kb = kb0; kb < kb1; ++kb) {
@@ -606,10 +654,13 @@ bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
           }
         }
     }
+    if (!fused) {
+      const Sums sums{pl.m, int64_t(pl.kp) * pl.cp, pl.cp, pl.groups, 0, 0};
 #pragma omp barrier
 #pragma omp for schedule(static)
-    for (int k = 0; k < p.oc; ++k)
-      for (int c0 = 0; c0 < p.c; c0 += kVW) T::Output(pl, k, c0, dw);
+      for (int k = 0; k < p.oc; ++k)
+        for (int c0 = 0; c0 < p.c; c0 += kVW) T::Output(pl, sums, k, c0, dw);
+    }
   }
   return true;
 }
