@@ -389,15 +389,19 @@ void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
 
   // y = A^T M A + bias, scattered to the tiles' pixels. With 4x4 tiles,
   // one in-lane transpose turns a tile row's four output vectors into a
-  // piece of four floats per tile (rows[i][q][c], 128-bit block b: tile
-  // q * kVW + 4 * b + c), stored whole where the tile lies in the plane,
-  // instead of 16 floats moved one by one from `out`: ResNet-18's 64@32
-  // forward and data gradient at batch 32 took 0.89-0.91x the time, its
-  // other Winograd layers 0.94-1.02x, batch 1 0.94-0.98x, and its training
-  // step 0.98-0.99x at one and two threads (AVX-512, Zen 5, alternating
-  // call by call; 0.93-0.97x on the 64@32 layer with the AVX2 kernels).
+  // piece of four floats per tile, instead of 16 floats moved one by one
+  // from `out` (ResNet-18's 64@32 forward and data gradient at batch 32
+  // took 0.89-0.91x the time, its other Winograd layers 0.94-1.02x, its
+  // training step 0.98-0.99x). QuadLines then puts the pieces of four
+  // neighbouring tiles side by side (lines[i][q][b]: tiles q * kVW + 4 b +
+  // c, c = 0..3, 16 floats), so four whole tiles next to each other in a
+  // row are written as one line of 16 floats per row instead of four
+  // pieces: the 64@32 forward and data gradient at batch 32 took
+  // 0.95-0.96x the time, 128@16 0.97x, batch 1 0.94-0.98x, 256@8 (two
+  // tiles a row, so pieces only) 0.97-1.01x (AVX-512); 0.97-1.01x with the
+  // AVX2 kernels (Zen 5, alternating call by call).
   alignas(64) float out[T * T][kPW];
-  alignas(64) float rows[T][kNV][4][kVW];
+  alignas(64) float lines[T][kNV][kVW / 4][16];
   constexpr bool kByPieces = T == 4;
   for (int k = kb0 * kR; k < std::min(K, kb1 * kR); ++k) {
     const float bias = j.bias ? j.bias[k] : 0.f;
@@ -413,20 +417,27 @@ void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
           for (int i = 0; i < T; ++i) {
             Vec col[4];
             Transpose4(x + T * i, col);
-            for (int c = 0; c < 4; ++c) Store(rows[i][q][c], col[c]);
+            QuadLines(col, &lines[i][q][0][0]);
           }
         } else {
           for (int e = 0; e < T * T; ++e) Store(&out[e][q * kVW], x[e]);
         }
       }
       const int lanes = int(std::min<int64_t>(kPW, t1 - t0 - int64_t(p) * kPW));
+      const TileOrigin* po = org + p * kPW;
       for (int l = 0; l < lanes; ++l) {
-        const TileOrigin& o = org[p * kPW + l];
+        const TileOrigin& o = po[l];
         float* dst = j.dst + o.out + k * oplane;
         if constexpr (kByPieces) {
-          const float* r = &rows[0][l / kVW][l % 4][4 * (l % kVW / 4)];
+          const float* r = &lines[0][l / kVW][l % kVW / 4][4 * (l % 4)];
           constexpr int kRowStep = kNV * 4 * kVW;  // floats from one row to the next
-          if (o.rows == T && o.cols == T) {
+          if (l % 4 == 0 && l + 4 <= lanes && o.rows == T && po[l + 3].cols == T &&
+              po[l + 1].out == o.out + T && po[l + 2].out == o.out + 2 * T &&
+              po[l + 3].out == o.out + 3 * T) {
+            for (int i = 0; i < T; ++i, dst += j.ow, r += kRowStep)
+              std::memcpy(dst, r, 16 * sizeof(float));
+            l += 3;  // the other three tiles of the line are written
+          } else if (o.rows == T && o.cols == T) {
             for (int i = 0; i < T; ++i, dst += j.ow, r += kRowStep)
               std::memcpy(dst, r, 4 * sizeof(float));
           } else {

@@ -130,7 +130,9 @@ inline void StoreFirst(float* p, Vec v, int n) {
 // for k = 0..3 into columns, lane 4 * b + k of column e holding element e
 // of p[4 * b + k]'s piece. In-lane unpacks and shuffles rather than the
 // scalar moves of a plain gather, which take a load and a store a float.
-// JoinQuads(q) is the vector whose 128-bit block b is q[b].
+// JoinQuads(q) is the vector whose 128-bit block b is q[b]. QuadLines
+// lays four such columns' blocks side by side: lines[16 b + 4 c + e] =
+// col[c][4 b + e], so each block's four pieces make one line of 16 floats.
 #if SINGA_ISA_LEVEL >= 2 && defined(__AVX512DQ__)
 inline Vec JoinQuads(const __m128* q) {
   const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(q[0]), q[1], 1);
@@ -162,6 +164,24 @@ inline void Transpose4(const Vec* v, Vec* col) {
   col[3] = __builtin_shufflevector(t1, t3, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14,
                                    15, 30, 31);
 }
+inline void QuadLines(const Vec* col, float* lines) {
+  const Vec t0 = __builtin_shufflevector(col[0], col[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
+                                         19, 20, 21, 22, 23);
+  const Vec t1 = __builtin_shufflevector(col[0], col[1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
+                                         25, 26, 27, 28, 29, 30, 31);
+  const Vec t2 = __builtin_shufflevector(col[2], col[3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
+                                         19, 20, 21, 22, 23);
+  const Vec t3 = __builtin_shufflevector(col[2], col[3], 8, 9, 10, 11, 12, 13, 14, 15, 24,
+                                         25, 26, 27, 28, 29, 30, 31);
+  Store(lines, __builtin_shufflevector(t0, t2, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24,
+                                       25, 26, 27));
+  Store(lines + 16, __builtin_shufflevector(t0, t2, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22,
+                                            23, 28, 29, 30, 31));
+  Store(lines + 32, __builtin_shufflevector(t1, t3, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                            24, 25, 26, 27));
+  Store(lines + 48, __builtin_shufflevector(t1, t3, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22,
+                                            23, 28, 29, 30, 31));
+}
 #elif SINGA_ISA_LEVEL == 1 && defined(__AVX__)
 inline Vec JoinQuads(const __m128* q) {
   return Vec(_mm256_insertf128_ps(_mm256_castps128_ps256(q[0]), q[1], 1));
@@ -178,6 +198,12 @@ inline void Transpose4(const Vec* v, Vec* col) {
   col[1] = Vec(_mm256_shuffle_ps(t0, t2, 0xEE));
   col[2] = Vec(_mm256_shuffle_ps(t1, t3, 0x44));
   col[3] = Vec(_mm256_shuffle_ps(t1, t3, 0xEE));
+}
+inline void QuadLines(const Vec* col, float* lines) {
+  Store(lines, __builtin_shufflevector(col[0], col[1], 0, 1, 2, 3, 8, 9, 10, 11));
+  Store(lines + 8, __builtin_shufflevector(col[2], col[3], 0, 1, 2, 3, 8, 9, 10, 11));
+  Store(lines + 16, __builtin_shufflevector(col[0], col[1], 4, 5, 6, 7, 12, 13, 14, 15));
+  Store(lines + 24, __builtin_shufflevector(col[2], col[3], 4, 5, 6, 7, 12, 13, 14, 15));
 }
 #else
 #if defined(__SSE__)
@@ -199,6 +225,11 @@ inline void Transpose4(const Vec* v, Vec* col) {
     for (int k = 0; k < 4; ++k)
       for (int e = 0; e < 4; ++e) t[e][4 * b + k] = v[k][4 * b + e];
   for (int e = 0; e < 4; ++e) col[e] = Load(t[e]);
+}
+inline void QuadLines(const Vec* col, float* lines) {
+  for (int b = 0; b < kVW / 4; ++b)
+    for (int c = 0; c < 4; ++c)
+      for (int e = 0; e < 4; ++e) lines[16 * b + 4 * c + e] = col[c][4 * b + e];
 }
 #endif
 
