@@ -140,8 +140,8 @@ inline void Transpose(Vec* r) {
 // zeros are stored a vector at a time. Against a float-by-float copy of
 // those columns and zeros the weight gradients of ResNet-18's 3x3 layers
 // at batch 32 and 64 took 0.92-0.99x the time at one thread and
-// 0.85-0.95x at two with AVX-512, 0.95-1.01x with the AVX2 kernels (Zen 5,
-// alternating call by call). With `ahead` (an array over
+// 0.85-0.95x at two with AVX-512, 0.95-1.00x with the AVX2 kernels but
+// for 512@4 at batch 32, 1.01-1.03x (Zen 5, alternating call by call). With `ahead` (an array over
 // kFetchAheadBytes, conv_engine.h), the same rows of the next kVW
 // channels, which the next call gathers, are fetched first: the weight
 // gradients of ResNet-18's 3x3 stride-1 layers at batch 32 and 64 (x and
@@ -581,7 +581,7 @@ bool Run(const float* x, const float* dy, float* dw, const ConvParams& p) {
   // stays in cache, rather than written whole (kPos K C floats: 38 MB for
   // 512 channels) and read back. ResNet-18's 512@4 weight gradient took
   // 0.74x the time at one thread and 0.62x at two at batch 32, 0.91x and
-  // 0.93x at batch 64, 0.85x and 0.81x at batch 8 (AVX-512); 0.85-0.97x with
+  // 0.93x at batch 64, 0.85x and 0.81x at batch 8 (AVX-512); 0.85-0.98x with
   // the AVX2 kernels; 256@8 0.98-1.02x (Zen 5, alternating call by call).
   // 64 columns were as fast at batch 32 and slower at 64 (0.91x against
   // 0.87x at one thread), 128 and 256 slower still.
