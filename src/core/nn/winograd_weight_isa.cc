@@ -131,24 +131,24 @@ inline void Transpose(Vec* r) {
   }
 }
 
-// Copies `rows` rows of channels [c0, c0 + kVW) of image plane `src`
-// (rows y0.., columns x0.. for `cols` columns) into s[row][col][lane], zero
+// Copies `rows` rows of channels [c0, c0 + kVW) of image plane `src` (rows
+// y0.., columns x0.. for `cols` columns) into s[row][col][lane], zero
 // outside the plane and for channels at or past `chans`. Whole kVW x kVW
-// blocks inside the plane go through a register transpose, the rest of a
-// row (planes narrower than a vector, or not a multiple of one) through
-// pieces of four columns and an in-lane transpose (PieceColumns), and the
-// zeros are stored a vector at a time. Against a float-by-float copy of
-// those columns and zeros the weight gradients of ResNet-18's 3x3 layers
-// at batch 32 and 64 took 0.92-0.99x the time at one thread and
-// 0.85-0.95x at two with AVX-512, 0.95-1.00x with the AVX2 kernels but
-// for 512@4 at batch 32, 1.01-1.03x (Zen 5, alternating call by call). With `ahead` (an array over
-// kFetchAheadBytes, conv_engine.h), the same rows of the next kVW
+// blocks inside the plane go through a register transpose, the rest of a row
+// (planes narrower than a vector, or not a multiple of one) through pieces
+// of four columns and an in-lane transpose (PieceColumns), and the zeros are
+// stored a vector at a time. Against a float-by-float copy of those columns
+// and zeros the weight gradients of ResNet-18's 3x3 layers at batch 32 and
+// 64 took 0.92-0.99x the time at one thread and 0.85-0.95x at two with
+// AVX-512, 0.95-1.00x with the AVX2 kernels but for 512@4 at batch 32,
+// 1.01-1.03x until its whole pieces took plain loads (0.94-0.95x again; see
+// PieceColumns) (Zen 5, alternating call by call). With `ahead` (an array
+// over kFetchAheadBytes, conv_engine.h), the same rows of the next kVW
 // channels, which the next call gathers, are fetched first: the weight
-// gradients of ResNet-18's 3x3 stride-1 layers at batch 32 and 64 (x and
-// dy of 4 to 16 MiB) then took 0.92-0.98x the time at one thread and
-// 0.83-0.96x at two with AVX-512, 0.89-0.97x with the AVX2 kernels; at
-// batch 8 (2 MiB, mostly still in cache) it cost 3-7% (Zen 5, alternating
-// call by call).
+// gradients of ResNet-18's 3x3 stride-1 layers at batch 32 and 64 (x and dy
+// of 4 to 16 MiB) then took 0.92-0.98x the time at one thread and 0.83-0.96x
+// at two with AVX-512, 0.89-0.97x with the AVX2 kernels; at batch 8 (2 MiB,
+// mostly still in cache) it cost 3-7% (Zen 5, alternating call by call).
 void GatherRows(const float* src, int64_t cstride, int h, int w, int chans,
                 int c0, int y0, int rows, int x0, int cols, bool ahead,
                 float* s) {
