@@ -8,6 +8,7 @@
 #define SINGA_SRC_CORE_NN_CONV_PACK_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -428,6 +429,104 @@ class OneTapRuns {
   int nruns_ = 0, ssx_ = 1;
 };
 
+// The rows of short runs by gathers, for the implicit GEMM's panels. Where
+// runs average at most 4 floats (ResNet-18's 4x4 planes), or at stride 2
+// half a vector (its 8x8 outputs with AVX-512), PackRows' walk spends more
+// on each run's bounds, taps and partial vectors than on its floats. The
+// columns are taken instead kVW at a time (a slot), and each slot of each
+// row is read with one masked gather, at offsets within the channel worked
+// out once per tap (lanes in the padding masked off).
+class GatherRuns {
+ public:
+  // False where the runs are longer, do not number the columns 0, 1, ... in
+  // order, the rows are numbered channel-fastest, the kernel has more than
+  // kMaxTaps taps, or an offset would not fit 32 bits.
+  bool Build(const TapRows& t, const Run* runs, int nruns) {
+    const int taps = t.tr * t.tc;
+    if (t.channel_fastest || nruns == 0 || taps > kMaxTaps) return false;
+    int cols = 0;
+    int64_t reach = 0;
+    for (int u = 0; u < nruns; ++u) {
+      if (runs[u].col != cols) return false;
+      cols += runs[u].len;
+      reach = std::max(reach, runs[u].b * t.img_stride);
+    }
+    // Runs of 8 at stride 1 (LeNet's second layer) took 1.45x the time by
+    // gathers with AVX-512 and 1.24x with AVX2; at stride 2 with AVX-512,
+    // 0.75-0.97x.
+    const int most = t.ssx >= 2 ? std::max(4, kVW / 2) : 4;
+    if (cols > nruns * most) return false;
+    if (reach + int64_t(t.sh) * t.sw > INT32_MAX) return false;
+    // Each column's image offset and grid position scaled to the source.
+    Lane* lane = lane_.Reserve(size_t(cols));
+    for (int u = 0; u < nruns; ++u)
+      for (int l = 0; l < runs[u].len; ++l)
+        lane[runs[u].col + l] = Lane{runs[u].b * t.img_stride, runs[u].qy * t.ssy,
+                                     (runs[u].qx + l) * t.ssx};
+    cols_ = cols;
+    const int slots = (cols + kVW - 1) / kVW;
+    int32_t* idx = idx_.Reserve(size_t(taps) * slots * kVW);
+    int32_t* ok = ok_.Reserve(size_t(taps) * slots * kVW);
+    for (int i = 0; i < t.tr; ++i)
+      for (int j = 0; j < t.tc; ++j)
+        for (int q = 0; q < slots * kVW; ++q) {
+          const int64_t at = (int64_t(i) * t.tc + j) * slots * kVW + q;
+          bool in = q < cols;
+          int y = 0, x = 0;
+          if (in) {
+            y = lane[q].y + t.offy[i];
+            x = lane[q].x + t.offx[j];
+            in = y >= 0 && y < t.sh && x >= 0 && x < t.sw;
+          }
+          idx[at] = in ? int32_t(lane[q].img + int64_t(y) * t.sw + x) : 0;
+          ok[at] = in ? -1 : 0;
+        }
+    return true;
+  }
+  // Rows [k0, k0 + kc) (k0 as the cursor `at`) into panels of `width`
+  // columns (a multiple of kVW): row k of column q at dst + (q / width) *
+  // panel + k * width + q % width.
+  void Pack(const TapRows& t, TapCursor at, int kc, float* dst, int width,
+            int64_t panel) const {
+    const int32_t* idx = idx_.data();
+    const int32_t* ok = ok_.data();
+    const int cols = cols_, slots = (cols + kVW - 1) / kVW, taps = t.tr * t.tc;
+    int c = at.c, tap = at.i * t.tc + at.j;
+    for (int k = 0; k < kc; ++k) {
+      const float* chan = t.src + int64_t(c) * t.cstride;
+      const int32_t* ti = idx + int64_t(tap) * slots * kVW;
+      const int32_t* to = ok + int64_t(tap) * slots * kVW;
+      float* d = dst + int64_t(k) * width;
+      for (int s = 0; s < slots; ++s) {
+        const int q = s * kVW;
+        IVec vi, vo;
+        std::memcpy(&vi, ti + q, sizeof vi);
+        std::memcpy(&vo, to + q, sizeof vo);
+        const Vec v = GatherOrZero(chan, vi, vo);
+        float* o = d + q / width * panel + q % width;
+        if (q + kVW <= cols)
+          Store(o, v);
+        else
+          StoreFirst(o, v, cols - q);
+      }
+      if (++tap == taps) {
+        tap = 0;
+        ++c;
+      }
+    }
+  }
+
+ private:
+  static constexpr int kMaxTaps = 49;
+  struct Lane {
+    int64_t img;
+    int y, x;
+  };
+  Buffer<Lane> lane_;
+  Buffer<int32_t> idx_, ok_;
+  int cols_ = 0;
+};
+
 // Rows [k0, k0 + kc) of t (k0 given as the cursor `at`) over the pixels of
 // `runs`: row k0 + k of run r goes to dst + k * kstride + RunOffset(r), len
 // floats. Taps sharing a source row (one channel and kernel row) are done
@@ -542,6 +641,7 @@ struct NnScratch {
   Buffer<int> segs;         // first column of each run of adjacent outputs
   Buffer<int> panel_seg;    // first such run of each panel, then the count
   Buffer<VecSpot> spots;    // kNnVecs per panel (channel-fastest scatter)
+  GatherRuns gather;        // the panels' rows by gathers, where runs are short
 };
 
 inline NnScratch& NnLocal() {

@@ -270,6 +270,24 @@ inline void PieceColumns(const float* p, int64_t stride, int n, Vec* col) {
 }
 #endif
 
+// v[l] = base[idx[l]] where ok[l] is all ones, 0 where it is zero (those
+// lanes are not read, so their offsets may be anything): one masked gather
+// with AVX2 and AVX-512.
+inline Vec GatherOrZero(const float* base, IVec idx, IVec ok) {
+#if SINGA_ISA_LEVEL >= 2 && defined(__AVX512F__)
+  const __mmask16 m = _mm512_test_epi32_mask(__m512i(ok), __m512i(ok));
+  return Vec(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, __m512i(idx), base, 4));
+#elif SINGA_ISA_LEVEL == 1 && defined(__AVX2__)
+  return Vec(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, __m256i(idx),
+                                      _mm256_castsi256_ps(__m256i(ok)), 4));
+#else
+  Vec v{};
+  for (int l = 0; l < kVW; ++l)
+    if (ok[l]) v[l] = base[idx[l]];
+  return v;
+#endif
+}
+
 // a * b + c as one instruction where there is one. Written out, the
 // compiler (allowed to reassociate here) regroups a tile's sums into trees
 // whose partial sums no longer fit in the registers.
