@@ -229,9 +229,25 @@ Sizes SizesFor(const WinoJob& j, int64_t tiles) {
 // convolution's tests allow.
 constexpr int kChunk = 64;
 
-// 6 x 2-vector register tile: m[r] = sum_c u[c][r] * v[c] over C channels.
+// Channels ahead at which Product and ProductNarrow fetch U, where its row
+// blocks come from memory (a network's weights passing through the cache,
+// each block read once at batch 1). The fetches that pass the last channel
+// go on into the next call's U (`next`, null for none): without them the
+// first channels of a block were fetched by nothing, and with ProductNarrow's
+// three blocks read side by side, those of all three. ResNet-18's batch-1
+// forward took 0.94x the time at two threads and 0.90x at one with
+// AVX-512, its 128@16 and 256@8 layers with U from memory 0.75-0.92x; with
+// the AVX2 kernels, whose product is Product, 0.94-0.95x, 256@8 0.72-0.78x
+// and 128@16 0.87-0.93x (Zen 5, alternating call by call). 96 and 128
+// channels took 0.98-0.99x the time of 64, the distance of the fetches
+// before they went on into the next call (64 had measured 0.96-0.99x
+// against 32, 128 and 256 then).
+constexpr int kAhead = 96;
+
+// 6 x 2-vector register tile: m[r] = sum_c u[c][r] * v[c] over C channels,
+// fetching U ahead when `next` is given (a block read once).
 __attribute__((noinline)) void Product(const float* u, const float* v, int C,
-                                       float* m, int64_t mstride) {
+                                       float* m, int64_t mstride, const float* next) {
   for (int c0 = 0; c0 < C; c0 += kChunk) {
     const int c1 = std::min(C, c0 + kChunk);
     Vec acc[kR][kNV];
@@ -239,6 +255,10 @@ __attribute__((noinline)) void Product(const float* u, const float* v, int C,
       for (int q = 0; q < kNV; ++q) acc[r][q] = Vec{};
     for (int c = c0; c < c1; ++c) {
       const float* uc = u + c * kR;
+      if (next && c % 2 == 0) {
+        const int ca = c + kAhead;
+        __builtin_prefetch(ca < C ? u + ca * kR : next + (ca - C) * kR, 0, 3);
+      }
       Vec b[kNV];
       for (int q = 0; q < kNV; ++q) b[q] = Load(v + c * kPW + q * kVW);
       for (int r = 0; r < kR; ++r) {
@@ -254,30 +274,31 @@ __attribute__((noinline)) void Product(const float* u, const float* v, int C,
   }
 }
 
-// Channels ahead at which ProductNarrow fetches U: its row blocks come
-// from memory when a network's weights pass through the cache (ResNet-18's
-// batch-1 forward took 0.94-0.97x the time at two threads with 64 channels
-// ahead; 32, 128 and 256 took 1.01-1.04x against 64; AVX-512 Zen 5,
-// alternating call by call).
-constexpr int kAhead = 64;
-
 // Product for a panel whose tiles fit one vector, over B row blocks of U
 // at once (kR rows each, `ustride` floats apart, their rows of M
 // consecutive): B * kR rows x one vector. Only the first vector of each
-// row of M is written.
+// row of M is written. U is fetched ahead (see kAhead), past the last
+// channel into the B blocks of `next` (C * kR floats apart).
 template <int B>
 __attribute__((noinline)) void ProductNarrow(const float* u, int64_t ustride,
                                              const float* v, int C, float* m,
-                                             int64_t mstride) {
+                                             int64_t mstride, const float* next) {
   for (int c0 = 0; c0 < C; c0 += kChunk) {
     const int c1 = std::min(C, c0 + kChunk);
     Vec acc[B * kR];
     for (int r = 0; r < B * kR; ++r) acc[r] = Vec{};
     for (int c = c0; c < c1; ++c) {
       const Vec b = Load(v + c * kPW);
-      if (c % 2 == 0)
-        for (int blk = 0; blk < B; ++blk)
-          __builtin_prefetch(u + blk * ustride + (c + kAhead) * kR, 0, 3);
+      if (c % 2 == 0) {
+        const int ca = c + kAhead;
+        if (ca < C) {
+          for (int blk = 0; blk < B; ++blk)
+            __builtin_prefetch(u + blk * ustride + ca * kR, 0, 3);
+        } else if (next) {
+          for (int blk = 0; blk < B; ++blk)
+            __builtin_prefetch(next + blk * int64_t(C) * kR + (ca - C) * kR, 0, 3);
+        }
+      }
       for (int blk = 0; blk < B; ++blk) {
         const float* uc = u + blk * ustride + c * kR;
         for (int r = 0; r < kR; ++r) acc[blk * kR + r] += Splat(uc[r]) * b;
@@ -354,36 +375,44 @@ void Block(const WinoJob& j, int64_t t0, int64_t t1, int kb0, int kb1,
   // M[xi] = U[xi] V[xi]: slice by slice from a precomputed U, so one slice
   // of V serves every row block; without one, by row blocks of U, each
   // transformed here into a buffer that stays in cache.
-  auto product = [&](int xi, int kb, const float* u) {
+  auto product = [&](int xi, int kb, const float* u, const float* next) {
     for (int p = 0; p < s.P; ++p)
       Product(u, V + xi * s.vslice + int64_t(p) * C * kPW, C,
               M + ((int64_t(kb) * kR * s.P + p) * AA + xi) * kPW,
-              int64_t(s.P) * AA * kPW);
+              int64_t(s.P) * AA * kPW, next);
+  };
+  const int64_t uslice = USlice(K, C);
+  auto u_at = [&](int xi, int kb) { return j.U + xi * uslice + int64_t(kb) * C * kR; };
+  // U of the call after the one at (xi, kb), which is `n` row blocks wide.
+  auto next = [&](int xi, int kb, int n) -> const float* {
+    if (kb + n < kb1) return u_at(xi, kb + n);
+    return xi + 1 < AA ? u_at(xi + 1, kb0) : nullptr;
   };
   if (narrow) {
     constexpr int kBlocks = 3;
-    const int64_t uslice = USlice(K, C), mstride = int64_t(AA) * kPW;
+    const int64_t mstride = int64_t(AA) * kPW;
     for (int xi = 0; xi < AA; ++xi) {
       int kb = kb0;
       const float* v = V + xi * s.vslice;
       for (; kb + kBlocks <= kb1; kb += kBlocks)
-        ProductNarrow<kBlocks>(j.U + xi * uslice + int64_t(kb) * C * kR,
-                               int64_t(C) * kR, v, C,
-                               M + (int64_t(kb) * kR * AA + xi) * kPW, mstride);
+        ProductNarrow<kBlocks>(u_at(xi, kb), int64_t(C) * kR, v, C,
+                               M + (int64_t(kb) * kR * AA + xi) * kPW, mstride,
+                               next(xi, kb, kBlocks));
       for (; kb < kb1; ++kb)
-        ProductNarrow<1>(j.U + xi * uslice + int64_t(kb) * C * kR, 0, v, C,
-                         M + (int64_t(kb) * kR * AA + xi) * kPW, mstride);
+        ProductNarrow<1>(u_at(xi, kb), 0, v, C, M + (int64_t(kb) * kR * AA + xi) * kPW,
+                         mstride, next(xi, kb, 1));
     }
   } else if (j.U) {
-    const int64_t uslice = USlice(K, C);
+    // One panel reads each block once, so it fetches ahead; with more,
+    // later panels find the block in cache.
     for (int xi = 0; xi < AA; ++xi)
       for (int kb = kb0; kb < kb1; ++kb)
-        product(xi, kb, j.U + xi * uslice + int64_t(kb) * C * kR);
+        product(xi, kb, u_at(xi, kb), s.P == 1 ? next(xi, kb, 1) : nullptr);
   } else {
-    const int64_t uslice = int64_t(C) * kR + kSlicePad;
+    const int64_t bslice = int64_t(C) * kR + kSlicePad;
     for (int kb = kb0; kb < kb1; ++kb) {
-      RowBlockWeights<T>(j.w, K, C, j.flip, kb, ublock, uslice);
-      for (int xi = 0; xi < AA; ++xi) product(xi, kb, ublock + xi * uslice);
+      RowBlockWeights<T>(j.w, K, C, j.flip, kb, ublock, bslice);
+      for (int xi = 0; xi < AA; ++xi) product(xi, kb, ublock + xi * bslice, nullptr);
     }
   }
 
