@@ -451,9 +451,10 @@ void NnSlab(const NnJob& job, int64_t q0, int64_t q1, int m0, int m1,
   // Rows of short runs by gathers: at batch 1, ResNet-18's 512@4 layer
   // forward took 0.83-0.89x the time, its 256->512 and 128->256 stride-2
   // layers 0.78-0.86x and 0.75-0.83x (one and two threads); the 256->512
-  // stride-2 forward at batch 32 0.78-0.86x, the 1x1 stride-2 data gradient
-  // 0.94x (AVX-512, Zen 5, alternating call by call). With the AVX2 kernels
-  // the batch-1 512@4 and 256->512 stride-2 forwards took 0.90-0.95x.
+  // stride-2 forward at batch 32 0.78-0.86x, the 1x1 stride-2 data
+  // gradient there 0.89-0.94x (AVX-512, Zen 5, alternating call by call).
+  // With the AVX2 kernels the batch-1 512@4 and 256->512 stride-2
+  // forwards took 0.90-0.95x.
   const bool gathered = sc.gather.Build(job.b, runs, sc.runs.count);
   for (int k0 = 0; k0 < K; k0 += job.kc) {
     const int kc = std::min(job.kc, K - k0);
