@@ -358,6 +358,31 @@ def test_input_errors_name_types_and_shapes():
 
 # ---- convolution and pooling ----
 
+@pytest.mark.parametrize("train", [False, True])
+def test_conv_and_batchnorm_word_input_errors_in_both_modes(train):
+    # In inference the layers leave the argument checks to the core and
+    # check for their own wording only when it rejects the input; the
+    # messages must match training's, where the checks come first.
+    conv, bn = layer.Conv2d(4, 3, padding=1), layer.BatchNorm2d()
+    with autograd.train_mode(train):
+        x = rand(2, 3, 5, 5)
+        y = conv(T(x))
+        close(y, _np_conv(x, conv.W.numpy(), conv.b.numpy(), pads=(1, 1, 1, 1)))
+        bn(y)
+        with pytest.raises(ValueError, match=r"3 input channels.*\(2, 2, 5, 5\)"):
+            conv(T(rand(2, 2, 5, 5)))
+        with pytest.raises(ValueError, match=r"4-D.*\(3, 5, 5\)"):
+            conv(T(rand(3, 5, 5)))
+        with pytest.raises(TypeError, match="Tensor.*ndarray"):
+            conv(x)
+        with pytest.raises(TypeError, match="int32"):
+            conv(tensor.from_numpy(np.ones((2, 3, 5, 5), np.int32)))
+        with pytest.raises(ValueError, match=r"4 channels.*\(2, 5, 5, 5\)"):
+            bn(T(rand(2, 5, 5, 5)))
+        with pytest.raises(TypeError, match="Tensor.*ndarray"):
+            bn(x)
+
+
 def _np_conv(x, w, b, stride=(1, 1), pads=(0, 0, 0, 0), group=1):
     n, c, h, wd = x.shape
     oc, cg, kh, kw = w.shape

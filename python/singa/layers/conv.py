@@ -13,6 +13,7 @@ import math
 import numbers
 
 from singa import autograd
+from singa.tensor import Tensor
 from singa.layers.base import Layer, check_input, new_param
 from singa.ops.conv import _Conv2d, _Pooling2d
 
@@ -165,15 +166,21 @@ class Conv2d(Layer):
         return self.padding
 
     def forward(self, x):
-        self._check(x)
-        # the op autograd.conv2d would build, from arguments checked here
+        if not isinstance(x, Tensor):
+            self._check(x)
+        # the op autograd.conv2d would build; the input is checked (for the
+        # layer's own wording) only when the op or the core rejects it
         op = _Conv2d._prepared(handle=None, strides=list(self.stride),
                                pads=list(self._padding_for(x)), dilations=list(self.dilation),
                                group=self.group)
-        y = (op(x, self.W, self.b) if self.bias else op(x, self.W))[0]
-        if self.activation == "RELU":
-            y = autograd.relu(y)
-        return y
+        try:
+            y = (op(x, self.W, self.b) if self.bias else op(x, self.W))[0]
+        except (ValueError, TypeError) as e:
+            err = e
+        else:
+            return autograd.relu(y) if self.activation == "RELU" else y
+        self._check(x)
+        raise err
 
 
 class SeparableConv2d(Layer):

@@ -52,15 +52,20 @@ class BatchNorm2d(Layer):
         self.running_var = new_state((c,), x, 1.0)
 
     def forward(self, x):
+        # the op autograd.batchnorm_2d would build; the input is checked (for
+        # the layer's own wording) only when the op or the core rejects it
+        op = _BatchNorm2d._prepared(handle=None, running_mean=self.running_mean,
+                                    running_var=self.running_var, momentum=self.momentum,
+                                    epsilon=self.epsilon)
+        try:
+            return op(x, self.scale, self.bias)[0]
+        except (ValueError, TypeError) as e:
+            err = e
         c = self._channels(x)
         if c != self.num_features:
             raise ValueError(f"BatchNorm2d: built for {self.num_features} channels, got "
                              f"input of shape {tuple(x.shape)}")
-        # the op autograd.batchnorm_2d would build, from arguments checked here
-        op = _BatchNorm2d._prepared(handle=None, running_mean=self.running_mean,
-                                    running_var=self.running_var, momentum=self.momentum,
-                                    epsilon=self.epsilon)
-        return op(x, self.scale, self.bias)[0]
+        raise err
 
 
 class LayerNorm(Layer):
