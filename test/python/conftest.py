@@ -7,7 +7,8 @@ with the reason when there is none. `torch` is PyTorch for the tests that
 compare against it (skipped when it is not installed; such tests are marked
 `torch`, so CI can run them alone after installing it: `pytest -m torch`).
 `threads` runs a test at 1 and 2 CPU threads (a test that parametrizes
-`threads` itself overrides it).
+`threads` itself overrides it). Every test starts the default device's
+random generator from the same seed (`_seeded_generator`).
 """
 
 import numpy as np
@@ -36,6 +37,15 @@ def _make(which):
     if which == "cpu2":
         return device.create_separate_cpu_device()
     return device.create_cuda_gpu_on(which)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_generator():
+    """Layers draw their initial weights from the default device's
+    generator, so without a seed a test's weights would depend on how many
+    draws the tests before it made: adding a test could tip a training
+    check elsewhere."""
+    device.get_default_device().SetRandSeed(0)
 
 
 @pytest.fixture(params=[pytest.param("cpu", id="cpu")] + _gpu_params())
