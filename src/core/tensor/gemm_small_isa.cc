@@ -9,12 +9,13 @@
 // into column panels kNR wide; for each block of kKC reduction steps and
 // each panel, row tiles of up to kMR rows run over the block with their
 // accumulators in registers, each step broadcasting one value of op(A) per
-// row against the panel's row of op(B). op(B) is read in place when it is
-// not transposed, the panel is whole and C has few rows (under 4 * kMR
-// with A transposed, under kPanelMinM = 96 without); otherwise the panel
-// block is first copied into a small zero-padded buffer. op(A) is never
-// copied: the tiles read it where it lies, along rows or, transposed,
-// along columns.
+// row against the panel's row of op(B) (a panel of at most one vector, the
+// last of a narrow product, takes tiles one vector wide). op(B) is read in
+// place when it is not transposed, the panel is whole and C has few rows
+// (under 4 * kMR with A transposed, under kPanelMinM = 96 without);
+// otherwise the panel block is first copied into a small zero-padded
+// buffer. op(A) is never copied: the tiles read it where it lies, along
+// rows or, transposed, along columns.
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -51,54 +52,60 @@ constexpr int kKC = 16384 / (kNR * int(sizeof(float)));
 
 inline Vec Splat(float x) { return Vec{} + x; }
 
-// c[i][0:nr] = alpha * sum_p opA(i, p) * bp[p * ldbp + 0:kNR] (+ beta * c)
-// for i < MR, p < kc. opA(i, p) is a[i * lda + p], or a[p * lda + i] when
-// TA. bp holds kNR readable floats per step (zero beyond the panel). With
-// beta == 0, c is not read, so it may hold anything (NaN included).
-template <int MR, bool TA>
+// c[i][0:nr] = alpha * sum_p opA(i, p) * bp[p * ldbp + 0:NV * kVW] (+ beta
+// * c) for i < MR, p < kc. opA(i, p) is a[i * lda + p], or a[p * lda + i]
+// when TA. bp holds NV * kVW readable floats per step (zero beyond the
+// panel). With beta == 0, c is not read, so it may hold anything (NaN
+// included). NV = 1 serves panels of at most one vector (a 10-class
+// output layer), which would leave the second vector's products empty:
+// with AVX-512, products with n = 10 (a linear layer's forward and weight
+// gradient, 64-500 rows) took 0.55-0.60x the time, 128 x 784 x 16 0.55x;
+// with the AVX2 kernels n = 4 and 8 took 0.74-0.80x (Zen 4, one and two
+// threads, alternating call by call).
+template <int MR, bool TA, int NV>
 void Tile(int kc, const float* __restrict a, int64_t lda,
           const float* __restrict bp, int64_t ldbp, float* __restrict c,
           int64_t ldc, int nr, float alpha, float beta) {
-  Vec s[MR][kNV];
+  Vec s[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) s[i][v] = Vec{};
+    for (int v = 0; v < NV; ++v) s[i][v] = Vec{};
   if (TA) {
     for (int p = 0; p < kc; ++p) {
       const float* ap = a + p * lda;
-      Vec bv[kNV];
+      Vec bv[NV];
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) bv[v] = Load(bp + p * ldbp + v * kVW);
+      for (int v = 0; v < NV; ++v) bv[v] = Load(bp + p * ldbp + v * kVW);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
         const Vec av = Splat(ap[i]);
 #pragma GCC unroll 4
-        for (int v = 0; v < kNV; ++v) s[i][v] += av * bv[v];
+        for (int v = 0; v < NV; ++v) s[i][v] += av * bv[v];
       }
     }
   } else {
     const float* ar[MR];
     for (int i = 0; i < MR; ++i) ar[i] = a + i * lda;
     for (int p = 0; p < kc; ++p) {
-      Vec bv[kNV];
+      Vec bv[NV];
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) bv[v] = Load(bp + p * ldbp + v * kVW);
+      for (int v = 0; v < NV; ++v) bv[v] = Load(bp + p * ldbp + v * kVW);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
         const Vec av = Splat(ar[i][p]);
 #pragma GCC unroll 4
-        for (int v = 0; v < kNV; ++v) s[i][v] += av * bv[v];
+        for (int v = 0; v < NV; ++v) s[i][v] += av * bv[v];
       }
     }
   }
-  if (alpha == 1.f && beta == 0.f && nr == kNR) {
+  if (alpha == 1.f && beta == 0.f && nr == NV * kVW) {
     // The common case, without the scaling multiplies (a rank-k update with
     // a short k spends a good part of its time here).
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
+      for (int v = 0; v < NV; ++v) Store(c + i * ldc + v * kVW, s[i][v]);
     return;
   }
   const Vec va = Splat(alpha), vb = Splat(beta);
@@ -106,7 +113,7 @@ void Tile(int kc, const float* __restrict a, int64_t lda,
   for (int i = 0; i < MR; ++i) {
     float* ci = c + i * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) {
+    for (int v = 0; v < NV; ++v) {
       const int lanes = std::min(kVW, nr - v * kVW);
       if (lanes <= 0) break;
       Vec r = va * s[i][v];
@@ -124,16 +131,16 @@ void Tile(int kc, const float* __restrict a, int64_t lda,
 using TileFn = void (*)(int, const float*, int64_t, const float*, int64_t,
                         float*, int64_t, int, float, float);
 
-template <bool TA, int... R>
+template <bool TA, int NV, int... R>
 constexpr TileFn PickTile(int mr, std::integer_sequence<int, R...>) {
   TileFn f = nullptr;
-  ((f = (mr == R + 1 ? Tile<R + 1, TA> : f)), ...);
+  ((f = (mr == R + 1 ? Tile<R + 1, TA, NV> : f)), ...);
   return f;
 }
 
-template <bool TA>
+template <bool TA, int NV = kNV>
 TileFn TileFor(int mr) {
-  return PickTile<TA>(mr, std::make_integer_sequence<int, kMR>{});
+  return PickTile<TA, NV>(mr, std::make_integer_sequence<int, kMR>{});
 }
 
 // Copies rows [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into buf
@@ -293,7 +300,12 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
     return;
   }
   alignas(64) float buf[kKC * kNR];
-  const TileFn full = ta ? TileFor<true>(kMR) : TileFor<false>(kMR);
+  // Tiles of kNV vectors, and of one for panels of at most one vector.
+  auto tile_for = [ta](int rows, bool one) -> TileFn {
+    if (rows == 0) return nullptr;
+    if (one) return ta ? TileFor<true, 1>(rows) : TileFor<false, 1>(rows);
+    return ta ? TileFor<true>(rows) : TileFor<false>(rows);
+  };
   // Rows past the last whole tile. A tile of fewer than half kMR rows has
   // too few independent sums to hide the FMA latency, so such a remainder
   // shares the last whole tile's rows instead: two tiles of about
@@ -303,10 +315,9 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   const int64_t whole_end = split ? m - kMR - rest : m - rest;
   const int tail1 = split ? (kMR + rest + 1) / 2 : rest;
   const int tail2 = split ? kMR + rest - tail1 : 0;
-  auto tile_for = [ta](int rows) -> TileFn {
-    return rows == 0 ? nullptr : ta ? TileFor<true>(rows) : TileFor<false>(rows);
-  };
-  const TileFn tail_f1 = tile_for(tail1), tail_f2 = tile_for(tail2);
+  const TileFn tiles[2][3] = {
+      {tile_for(kMR, false), tile_for(tail1, false), tile_for(tail2, false)},
+      {tile_for(kMR, true), tile_for(tail1, true), tile_for(tail2, true)}};
   // Reduction blocks outside: the rows of op(A) in a block (m x kKC) stay in
   // L2 while every column panel passes.
   // Blocks of equal length (784 = 4 x 196, not 3 x 256 + 16): a short last
@@ -338,9 +349,10 @@ void SmallGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         const float* ai = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
         f(kc, ai, lda, bp, ldbp, c + i0 * ldc + j0, ldc, nr, alpha, bt);
       };
-      for (int64_t i0 = 0; i0 < whole_end; i0 += kMR) run(full, i0);
-      if (tail1) run(tail_f1, whole_end);
-      if (tail2) run(tail_f2, whole_end + tail1);
+      const TileFn* t = tiles[nr <= kVW];
+      for (int64_t i0 = 0; i0 < whole_end; i0 += kMR) run(t[0], i0);
+      if (tail1) run(t[1], whole_end);
+      if (tail2) run(t[2], whole_end + tail1);
     }
   }
 }
