@@ -393,7 +393,8 @@ class OneTapRuns {
   // 1x1 stride-2 shortcut at batch 64 (x of 16 MiB, every other row read)
   // 0.88x the time at one thread and 0.86x at two with AVX-512, 0.84x and
   // 0.86x with the AVX2 kernels; other 1x1 layers at batch 1 and 64, and
-  // their gradients, took 0.96-1.03x (Zen 4, alternating call by call). Fetching into L2 alone, one channel ahead, took 1.08-1.10x on a
+  // their gradients, took 0.96-1.03x (Zen 4, alternating call by call).
+  // Fetching into L2 alone, one channel ahead, took 1.08-1.10x on a
   // stride-1 1x1 forward (256 channels of 16x16); doing the same in
   // PackRows' general walk gave the 3x3 and 5x5 layers 0.97-1.03x.
   template <typename RunOffset>

@@ -71,7 +71,7 @@ namespace {
 // 4), the kernel took 0.84-0.96x OpenBLAS's time for A^T * B (a weight
 // gradient) with a reduction of up to 128 and C of up to 512K elements
 // (784 x 128 x 256 to 1024 x 128 x 512, one and two threads); beyond that
-// (1024 x 128 x 1024, 2048 x 64 x 512) 1.02-1.08x at one thread. With the
+// (1024 x 128 x 1024, 2048 x 64 x 512) 0.96-1.08x at one thread. With the
 // AVX2 kernels on both sides OpenBLAS stays ahead there (1.06-1.22x). Not
 // measured on an Intel CPU.
 bool SmallGemmWins(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int threads) {
